@@ -1,0 +1,462 @@
+//! The check resource: what a user declares about one monitored job, and its
+//! validation. Field names are the config file's and the API's (SPEC §5, §11).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::active_hours::Window;
+use super::schedule::{parse_tz, CronSchedule};
+
+/// The default schedule of a check declared without one.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(86_400);
+/// The smallest accepted interval, grace or limit.
+pub const MIN_DURATION: Duration = Duration::from_secs(1);
+
+/// One active-hours window as written by a user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowInput {
+    pub start: String,
+    pub end: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<String>,
+}
+
+/// A check as written in the config file or an API request; every field optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckInput {
+    pub uuid: Option<String>,
+    pub slug: Option<String>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub labels: Option<BTreeMap<String, String>>,
+    pub interval: Option<String>,
+    pub cron: Option<String>,
+    pub tz: Option<String>,
+    pub grace: Option<String>,
+    pub active_hours: Option<Vec<WindowInput>>,
+    pub zero_items_after: Option<String>,
+    pub zero_items_runs: Option<u32>,
+    pub failure_threshold: Option<u32>,
+    pub recovery_threshold: Option<u32>,
+    pub max_runtime: Option<String>,
+    pub alert_on_overlap: Option<bool>,
+    pub manual_resume: Option<bool>,
+    pub methods: Option<String>,
+}
+
+/// When a check's job is expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schedule {
+    /// Every `interval` after the last success.
+    Interval(Duration),
+    /// At each fire time of a cron expression in the check's zone.
+    Cron(String),
+}
+
+/// Which HTTP methods count as pings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Methods {
+    /// Any method.
+    #[default]
+    Any,
+    /// Only POST; other methods' pings are recorded as ignored.
+    Post,
+}
+
+impl Methods {
+    /// The healthchecks-style spelling: `""` or `"POST"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Methods::Any => "",
+            Methods::Post => "POST",
+        }
+    }
+}
+
+/// A validated check definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckSpec {
+    pub uuid: Option<Uuid>,
+    pub slug: Option<String>,
+    pub name: String,
+    pub description: String,
+    pub labels: BTreeMap<String, String>,
+    pub schedule: Schedule,
+    pub tz: String,
+    /// `None`: one interval.
+    pub grace: Option<Duration>,
+    pub active_hours: Vec<WindowInput>,
+    pub zero_items_after: Option<Duration>,
+    pub zero_items_runs: Option<u32>,
+    pub failure_threshold: u32,
+    pub recovery_threshold: u32,
+    /// `None`: the check's grace.
+    pub max_runtime: Option<Duration>,
+    pub alert_on_overlap: bool,
+    pub manual_resume: bool,
+    pub methods: Methods,
+}
+
+/// One validation problem: the field and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl CheckSpec {
+    /// A check with every default: a daily interval in UTC.
+    pub fn with_slug(slug: &str) -> CheckSpec {
+        CheckSpec {
+            uuid: None,
+            slug: Some(slug.to_string()),
+            name: slug.to_string(),
+            description: String::new(),
+            labels: BTreeMap::new(),
+            schedule: Schedule::Interval(DEFAULT_INTERVAL),
+            tz: "UTC".to_string(),
+            grace: None,
+            active_hours: Vec::new(),
+            zero_items_after: None,
+            zero_items_runs: None,
+            failure_threshold: 1,
+            recovery_threshold: 1,
+            max_runtime: None,
+            alert_on_overlap: false,
+            manual_resume: false,
+            methods: Methods::Any,
+        }
+    }
+
+    /// Validates user input, reporting every problem with the field it concerns.
+    pub fn from_input(input: CheckInput) -> Result<CheckSpec, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let mut err = |field: &str, message: String| {
+            errors.push(FieldError {
+                field: field.to_string(),
+                message,
+            })
+        };
+
+        let uuid = match input.uuid.as_deref() {
+            None => None,
+            Some(s) => match Uuid::parse_str(s) {
+                Ok(u) => Some(u),
+                Err(_) => {
+                    err("uuid", format!("{s:?} is not a UUID"));
+                    None
+                }
+            },
+        };
+        if let Some(slug) = &input.slug {
+            if let Err(e) = validate_slug(slug) {
+                err("slug", e);
+            }
+        }
+        let name = input
+            .name
+            .or_else(|| input.slug.clone())
+            .unwrap_or_default();
+        if name.chars().count() > 200 {
+            err("name", "must be at most 200 characters".to_string());
+        }
+        let description = input.description.unwrap_or_default();
+        if description.len() > 10_000 {
+            err("description", "must be at most 10000 bytes".to_string());
+        }
+        let labels = input.labels.unwrap_or_default();
+        for (k, v) in &labels {
+            if let Err(e) = validate_label_name(k) {
+                err(&format!("labels.{k}"), e);
+            }
+            if v.chars().count() > 256 {
+                err(
+                    &format!("labels.{k}"),
+                    "value must be at most 256 characters".into(),
+                );
+            }
+        }
+
+        let tz = input.tz.unwrap_or_else(|| "UTC".to_string());
+        let tz_ok = match parse_tz(&tz) {
+            Ok(_) => true,
+            Err(e) => {
+                err("tz", e.to_string());
+                false
+            }
+        };
+
+        let mut duration = |field: &str, value: Option<String>| -> Option<Duration> {
+            let s = value?;
+            match humantime::parse_duration(s.trim()) {
+                Ok(d) if d < MIN_DURATION => {
+                    err(field, format!("{s:?} is shorter than the minimum of 1s"));
+                    None
+                }
+                Ok(d) => Some(d),
+                Err(e) => {
+                    err(
+                        field,
+                        format!("{s:?} is not a duration like \"30s\" or \"2h\" ({e})"),
+                    );
+                    None
+                }
+            }
+        };
+        let interval = duration("interval", input.interval);
+        let grace = duration("grace", input.grace);
+        let zero_items_after = duration("zero_items_after", input.zero_items_after);
+        let max_runtime = duration("max_runtime", input.max_runtime);
+
+        let schedule = match (interval, input.cron) {
+            (Some(_), Some(_)) => {
+                err("cron", "give either interval or cron, not both".to_string());
+                Schedule::Interval(DEFAULT_INTERVAL)
+            }
+            (Some(i), None) => Schedule::Interval(i),
+            (None, Some(expr)) => {
+                if tz_ok {
+                    if let Err(e) = CronSchedule::parse(&expr, &tz) {
+                        err("cron", e.to_string());
+                    }
+                }
+                Schedule::Cron(expr)
+            }
+            (None, None) => Schedule::Interval(DEFAULT_INTERVAL),
+        };
+
+        let active_hours = input.active_hours.unwrap_or_default();
+        for (i, w) in active_hours.iter().enumerate() {
+            if let Err(e) = Window::parse(&w.start, &w.end, &w.days) {
+                err(&format!("active_hours[{i}]"), e);
+            }
+        }
+
+        let positive = |field: &str, v: Option<u32>, errs: &mut Vec<FieldError>| match v {
+            Some(0) => {
+                errs.push(FieldError {
+                    field: field.to_string(),
+                    message: "must be at least 1".to_string(),
+                });
+                None
+            }
+            other => other,
+        };
+        let zero_items_runs = positive("zero_items_runs", input.zero_items_runs, &mut errors);
+        let failure_threshold =
+            positive("failure_threshold", input.failure_threshold, &mut errors).unwrap_or(1);
+        let recovery_threshold =
+            positive("recovery_threshold", input.recovery_threshold, &mut errors).unwrap_or(1);
+
+        let methods = match input.methods.as_deref() {
+            None | Some("") => Methods::Any,
+            Some(m) if m.eq_ignore_ascii_case("POST") => Methods::Post,
+            Some(m) => {
+                errors.push(FieldError {
+                    field: "methods".to_string(),
+                    message: format!("{m:?} is not one of \"\", \"POST\""),
+                });
+                Methods::Any
+            }
+        };
+
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(CheckSpec {
+            uuid,
+            slug: input.slug,
+            name,
+            description,
+            labels,
+            schedule,
+            tz,
+            grace,
+            active_hours,
+            zero_items_after,
+            zero_items_runs,
+            failure_threshold,
+            recovery_threshold,
+            max_runtime,
+            alert_on_overlap: input.alert_on_overlap.unwrap_or(false),
+            manual_resume: input.manual_resume.unwrap_or(false),
+            methods,
+        })
+    }
+
+    /// The interval for an interval check; `None` for a cron check.
+    pub fn interval(&self) -> Option<Duration> {
+        match self.schedule {
+            Schedule::Interval(d) => Some(d),
+            Schedule::Cron(_) => None,
+        }
+    }
+
+    /// The cron expression of a cron check.
+    pub fn cron(&self) -> Option<&str> {
+        match &self.schedule {
+            Schedule::Cron(c) => Some(c),
+            Schedule::Interval(_) => None,
+        }
+    }
+}
+
+/// Slugs are what a ping URL carries: lowercase letters, digits, `-` and `_`.
+pub fn validate_slug(slug: &str) -> Result<(), String> {
+    if slug.is_empty() || slug.len() > 100 {
+        return Err("must be 1 to 100 characters".to_string());
+    }
+    if !slug
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+    {
+        return Err(format!(
+            "{slug:?} may contain only lowercase letters, digits, '-' and '_'"
+        ));
+    }
+    Ok(())
+}
+
+/// Label names follow Prometheus's rules, since they become metric labels.
+pub fn validate_label_name(name: &str) -> Result<(), String> {
+    let mut bytes = name.bytes();
+    let ok = match bytes.next() {
+        Some(b) if b.is_ascii_alphabetic() || b == b'_' => {
+            bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        }
+        _ => false,
+    };
+    if !ok || name.starts_with("__") || name.len() > 100 {
+        return Err(format!(
+            "label name {name:?} must match [a-zA-Z_][a-zA-Z0-9_]* and not start with \"__\""
+        ));
+    }
+    Ok(())
+}
+
+/// Formats a duration the way the API and config spell them (`"5m"`, `"1day"` → `"1d"`).
+pub fn format_duration(d: Duration) -> String {
+    // humantime prints "1day" and "1month 6days"; keep its output, which its own parser reads back.
+    humantime::format_duration(d).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(json: &str) -> CheckInput {
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn fields(r: Result<CheckSpec, Vec<FieldError>>) -> Vec<String> {
+        r.err().unwrap().into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn defaults_to_a_daily_interval_in_utc() {
+        let spec = CheckSpec::from_input(input("{}")).unwrap();
+        assert_eq!(spec.schedule, Schedule::Interval(DEFAULT_INTERVAL));
+        assert_eq!(spec.tz, "UTC");
+        assert_eq!(spec.failure_threshold, 1);
+        assert_eq!(spec.recovery_threshold, 1);
+        assert_eq!(spec.grace, None);
+        assert_eq!(spec.methods, Methods::Any);
+    }
+
+    #[test]
+    fn accepts_every_field() {
+        let spec = CheckSpec::from_input(input(
+            r#"{"slug":"hot-topics","name":"Hot","description":"d","labels":{"team":"data"},
+                "cron":"*/5 * * * *","tz":"Asia/Shanghai","grace":"10m",
+                "active_hours":[{"start":"18:00","end":"09:00","days":["mon-fri"]}],
+                "zero_items_after":"30m","zero_items_runs":3,"failure_threshold":2,
+                "recovery_threshold":2,"max_runtime":"1h","alert_on_overlap":true,
+                "manual_resume":true,"methods":"POST"}"#,
+        ))
+        .unwrap();
+        assert_eq!(spec.cron(), Some("*/5 * * * *"));
+        assert_eq!(spec.grace, Some(Duration::from_secs(600)));
+        assert_eq!(spec.zero_items_after, Some(Duration::from_secs(1800)));
+        assert_eq!(spec.zero_items_runs, Some(3));
+        assert_eq!(spec.max_runtime, Some(Duration::from_secs(3600)));
+        assert!(spec.alert_on_overlap && spec.manual_resume);
+        assert_eq!(spec.methods, Methods::Post);
+    }
+
+    #[test]
+    fn reports_every_bad_field_at_once() {
+        let got = fields(CheckSpec::from_input(input(
+            r#"{"slug":"Bad Slug","interval":"soon","tz":"Mars/Base","grace":"0s",
+                "active_hours":[{"start":"25:00","end":"09:00"}],
+                "failure_threshold":0,"methods":"PUT","labels":{"9x":"y"},"uuid":"nope"}"#,
+        )));
+        for f in [
+            "uuid",
+            "slug",
+            "interval",
+            "tz",
+            "grace",
+            "active_hours[0]",
+            "failure_threshold",
+            "methods",
+            "labels.9x",
+        ] {
+            assert!(got.contains(&f.to_string()), "{f} missing from {got:?}");
+        }
+    }
+
+    #[test]
+    fn rejects_interval_with_cron_and_short_durations() {
+        assert_eq!(
+            fields(CheckSpec::from_input(input(
+                r#"{"interval":"5m","cron":"* * * * *"}"#
+            ))),
+            vec!["cron"]
+        );
+        assert_eq!(
+            fields(CheckSpec::from_input(input(r#"{"interval":"500ms"}"#))),
+            vec!["interval"]
+        );
+        assert!(CheckSpec::from_input(input(r#"{"interval":"1s"}"#)).is_ok());
+    }
+
+    #[test]
+    fn rejects_bad_cron() {
+        let errs = CheckSpec::from_input(input(r#"{"cron":"61 * * * *"}"#)).unwrap_err();
+        assert_eq!(errs[0].field, "cron");
+        assert!(
+            errs[0].message.contains("minute field \"61\""),
+            "{}",
+            errs[0].message
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_by_name() {
+        let e = serde_json::from_str::<CheckInput>(r#"{"intervall":"5m"}"#).unwrap_err();
+        assert!(e.to_string().contains("intervall"), "{e}");
+    }
+
+    #[test]
+    fn slugs_and_label_names() {
+        assert!(validate_slug("nightly-backup_2").is_ok());
+        assert!(validate_slug("Nightly").is_err());
+        assert!(validate_slug("../etc").is_err());
+        assert!(validate_slug("").is_err());
+        assert!(validate_label_name("team").is_ok());
+        assert!(validate_label_name("_x1").is_ok());
+        assert!(validate_label_name("__name__").is_err());
+        assert!(validate_label_name("a-b").is_err());
+    }
+}

@@ -1,0 +1,7 @@
+//! Pure logic, no I/O: checks, schedules, windows, what pings do, statuses.
+
+pub mod active_hours;
+pub mod check;
+pub mod ping;
+pub mod schedule;
+pub mod status;

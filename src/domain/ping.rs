@@ -1,0 +1,472 @@
+//! What one ping does to a check's summary: counters, items, the zero streak,
+//! and run bookkeeping (SPEC §2, §3.3, §3.4). Pure: the caller stores the result.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// An instant as Unix milliseconds (UTC), the unit every store uses.
+pub type UnixMs = i64;
+
+/// What a ping says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PingKind {
+    Success,
+    Start,
+    Fail,
+    Log,
+    /// Received but not counted (wrong method, or a paused check with manual resume).
+    Ignored,
+}
+
+impl PingKind {
+    /// The stored spelling, also healthchecks' ping `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PingKind::Success => "success",
+            PingKind::Start => "start",
+            PingKind::Fail => "fail",
+            PingKind::Log => "log",
+            PingKind::Ignored => "ign",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(s: &str) -> Option<PingKind> {
+        Some(match s {
+            "success" => PingKind::Success,
+            "start" => PingKind::Start,
+            "fail" => PingKind::Fail,
+            "log" => PingKind::Log,
+            "ign" => PingKind::Ignored,
+            _ => return None,
+        })
+    }
+}
+
+/// A run that has started and not finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenRun {
+    pub id: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rid: Option<Uuid>,
+    pub started_at: UnixMs,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub overlapped: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    Success,
+    Failed,
+    /// Replaced by a new start without a run id.
+    Superseded,
+}
+
+impl RunOutcome {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Success => "success",
+            RunOutcome::Failed => "failed",
+            RunOutcome::Superseded => "superseded",
+        }
+    }
+}
+
+/// A change to the runs table that a ping causes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunChange {
+    /// A run started.
+    Open {
+        id: i64,
+        rid: Option<Uuid>,
+        started_at: UnixMs,
+        overlapped: bool,
+    },
+    /// An open run is now known to overlap another.
+    Overlapped { id: i64 },
+    /// An open run ended.
+    Close {
+        id: i64,
+        ended_at: UnixMs,
+        outcome: RunOutcome,
+        duration_ms: i64,
+    },
+}
+
+/// The durable per-check summary of its ping history: what the evaluator and
+/// the API need without reading the ping log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub n_pings: i64,
+    pub last_ping_at: Option<UnixMs>,
+    pub last_ping_kind: Option<PingKind>,
+    pub last_success_at: Option<UnixMs>,
+    pub last_start_at: Option<UnixMs>,
+    pub last_failure_at: Option<UnixMs>,
+    pub last_items: Option<i64>,
+    pub last_items_at: Option<UnixMs>,
+    /// First success reporting `items=0` of the current zero streak.
+    pub zero_streak_since: Option<UnixMs>,
+    /// Consecutive counted success pings reporting 0 items.
+    pub zero_streak_runs: i64,
+    pub consecutive_failures: i64,
+    pub consecutive_successes: i64,
+    pub last_duration_ms: Option<i64>,
+    pub open_runs: Vec<OpenRun>,
+    pub overlaps: i64,
+}
+
+/// One ping as the summary sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PingFacts {
+    pub at: UnixMs,
+    pub kind: PingKind,
+    pub items: Option<u64>,
+    pub rid: Option<Uuid>,
+}
+
+/// What applying a ping produced, besides the updated summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The ping's sequence number within its check (healthchecks' `n`).
+    pub n: i64,
+    /// Duration of the run this ping closed.
+    pub duration_ms: Option<i64>,
+    pub runs: Vec<RunChange>,
+}
+
+impl Summary {
+    /// Applies one ping; `next_run_id` allocates ids for runs it opens.
+    pub fn apply(&mut self, ping: &PingFacts, next_run_id: &mut dyn FnMut() -> i64) -> Applied {
+        self.n_pings += 1;
+        let mut applied = Applied {
+            n: self.n_pings,
+            ..Applied::default()
+        };
+        match ping.kind {
+            PingKind::Log | PingKind::Ignored => return applied,
+            PingKind::Start => self.start(ping, next_run_id(), &mut applied),
+            PingKind::Success => {
+                self.last_success_at = Some(ping.at);
+                self.consecutive_successes += 1;
+                self.consecutive_failures = 0;
+                if let Some(items) = ping.items {
+                    self.count_items(ping.at, items);
+                }
+                self.finish(ping, RunOutcome::Success, &mut applied);
+            }
+            PingKind::Fail => {
+                self.last_failure_at = Some(ping.at);
+                self.consecutive_failures += 1;
+                self.consecutive_successes = 0;
+                self.finish(ping, RunOutcome::Failed, &mut applied);
+            }
+        }
+        if let Some(items) = ping.items {
+            self.last_items = Some(clamp_items(items));
+            self.last_items_at = Some(ping.at);
+        }
+        self.last_ping_at = Some(ping.at);
+        self.last_ping_kind = Some(ping.kind);
+        applied
+    }
+
+    fn count_items(&mut self, at: UnixMs, items: u64) {
+        if items == 0 {
+            if self.zero_streak_since.is_none() {
+                self.zero_streak_since = Some(at);
+            }
+            self.zero_streak_runs += 1;
+        } else {
+            self.zero_streak_since = None;
+            self.zero_streak_runs = 0;
+        }
+    }
+
+    fn start(&mut self, ping: &PingFacts, id: i64, applied: &mut Applied) {
+        self.last_start_at = Some(ping.at);
+        // A start that repeats a run id, or any start without one, replaces the
+        // run it would otherwise be confused with.
+        let replaced: Vec<usize> = self
+            .open_runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.rid == ping.rid)
+            .map(|(i, _)| i)
+            .collect();
+        for i in replaced.into_iter().rev() {
+            let old = self.open_runs.remove(i);
+            applied.runs.push(RunChange::Close {
+                id: old.id,
+                ended_at: ping.at,
+                outcome: RunOutcome::Superseded,
+                duration_ms: ping.at - old.started_at,
+            });
+        }
+        let overlapped = ping.rid.is_some() && !self.open_runs.is_empty();
+        if overlapped {
+            self.overlaps += 1;
+            for r in self.open_runs.iter_mut().filter(|r| !r.overlapped) {
+                r.overlapped = true;
+                applied.runs.push(RunChange::Overlapped { id: r.id });
+            }
+        }
+        self.open_runs.push(OpenRun {
+            id,
+            rid: ping.rid,
+            started_at: ping.at,
+            overlapped,
+        });
+        applied.runs.push(RunChange::Open {
+            id,
+            rid: ping.rid,
+            started_at: ping.at,
+            overlapped,
+        });
+    }
+
+    fn finish(&mut self, ping: &PingFacts, outcome: RunOutcome, applied: &mut Applied) {
+        // With a run id, only the run with that id; without, the latest open run.
+        let index = match ping.rid {
+            Some(rid) => self.open_runs.iter().rposition(|r| r.rid == Some(rid)),
+            None => self.open_runs.len().checked_sub(1),
+        };
+        let Some(i) = index else { return };
+        let run = self.open_runs.remove(i);
+        let duration_ms = (ping.at - run.started_at).max(0);
+        self.last_duration_ms = Some(duration_ms);
+        applied.duration_ms = Some(duration_ms);
+        applied.runs.push(RunChange::Close {
+            id: run.id,
+            ended_at: ping.at,
+            outcome,
+            duration_ms,
+        });
+    }
+}
+
+/// Item counts are stored as signed 64-bit integers; larger reports saturate.
+pub fn clamp_items(items: u64) -> i64 {
+    i64::try_from(items).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ping(at: UnixMs, kind: PingKind) -> PingFacts {
+        PingFacts {
+            at,
+            kind,
+            items: None,
+            rid: None,
+        }
+    }
+
+    fn with_items(at: UnixMs, items: u64) -> PingFacts {
+        PingFacts {
+            items: Some(items),
+            ..ping(at, PingKind::Success)
+        }
+    }
+
+    fn with_rid(at: UnixMs, kind: PingKind, rid: Uuid) -> PingFacts {
+        PingFacts {
+            rid: Some(rid),
+            ..ping(at, kind)
+        }
+    }
+
+    fn ids() -> impl FnMut() -> i64 {
+        let mut n = 0;
+        move || {
+            n += 1;
+            n
+        }
+    }
+
+    #[test]
+    fn success_updates_counters() {
+        let mut s = Summary::default();
+        let mut next = ids();
+        let a = s.apply(&ping(10, PingKind::Fail), &mut next);
+        assert_eq!(a.n, 1);
+        assert_eq!(s.consecutive_failures, 1);
+        let a = s.apply(&ping(20, PingKind::Success), &mut next);
+        assert_eq!(a.n, 2);
+        assert_eq!(s.last_success_at, Some(20));
+        assert_eq!(s.consecutive_failures, 0);
+        assert_eq!(s.consecutive_successes, 1);
+        assert_eq!(s.last_ping_kind, Some(PingKind::Success));
+    }
+
+    #[test]
+    fn log_and_ignored_pings_count_but_change_nothing_else() {
+        let mut s = Summary::default();
+        let mut next = ids();
+        s.apply(&ping(10, PingKind::Success), &mut next);
+        let before = s.clone();
+        let a = s.apply(&ping(20, PingKind::Log), &mut next);
+        assert_eq!(a.n, 2);
+        s.apply(&ping(30, PingKind::Ignored), &mut next);
+        assert_eq!(s.n_pings, 3);
+        assert_eq!(
+            Summary {
+                n_pings: 3,
+                ..before
+            },
+            s
+        );
+    }
+
+    #[test]
+    fn zero_streak_starts_at_first_zero_and_breaks_on_items() {
+        let mut s = Summary::default();
+        let mut next = ids();
+        s.apply(&with_items(10, 5), &mut next);
+        assert_eq!(s.zero_streak_since, None);
+        s.apply(&with_items(20, 0), &mut next);
+        s.apply(&ping(25, PingKind::Success), &mut next); // no items: neither extends nor breaks
+        s.apply(&with_items(30, 0), &mut next);
+        assert_eq!(s.zero_streak_since, Some(20));
+        assert_eq!(s.zero_streak_runs, 2);
+        assert_eq!(s.last_items, Some(0));
+        s.apply(&with_items(40, 3), &mut next);
+        assert_eq!(s.zero_streak_since, None);
+        assert_eq!(s.zero_streak_runs, 0);
+        assert_eq!(s.last_items, Some(3));
+    }
+
+    #[test]
+    fn zero_streak_can_start_at_the_first_counted_ping() {
+        let mut s = Summary::default();
+        s.apply(&with_items(10, 0), &mut ids());
+        assert_eq!(s.zero_streak_since, Some(10));
+        assert_eq!(s.zero_streak_runs, 1);
+    }
+
+    #[test]
+    fn items_on_a_failure_do_not_touch_the_streak() {
+        let mut s = Summary::default();
+        let mut next = ids();
+        s.apply(&with_items(10, 0), &mut next);
+        let mut f = ping(20, PingKind::Fail);
+        f.items = Some(7);
+        s.apply(&f, &mut next);
+        assert_eq!(s.zero_streak_since, Some(10));
+        assert_eq!(s.last_items, Some(7));
+    }
+
+    #[test]
+    fn run_without_rid_closes_with_duration() {
+        let mut s = Summary::default();
+        let mut next = ids();
+        let a = s.apply(&ping(1_000, PingKind::Start), &mut next);
+        assert!(matches!(a.runs[..], [RunChange::Open { id: 1, .. }]));
+        let a = s.apply(&ping(4_500, PingKind::Success), &mut next);
+        assert_eq!(a.duration_ms, Some(3_500));
+        assert_eq!(
+            a.runs,
+            vec![RunChange::Close {
+                id: 1,
+                ended_at: 4_500,
+                outcome: RunOutcome::Success,
+                duration_ms: 3_500
+            }]
+        );
+        assert!(s.open_runs.is_empty());
+        assert_eq!(s.last_duration_ms, Some(3_500));
+    }
+
+    #[test]
+    fn start_without_rid_supersedes_the_open_run() {
+        let mut s = Summary::default();
+        let mut next = ids();
+        s.apply(&ping(1_000, PingKind::Start), &mut next);
+        let a = s.apply(&ping(2_000, PingKind::Start), &mut next);
+        assert_eq!(
+            a.runs[0],
+            RunChange::Close {
+                id: 1,
+                ended_at: 2_000,
+                outcome: RunOutcome::Superseded,
+                duration_ms: 1_000
+            }
+        );
+        assert!(matches!(
+            a.runs[1],
+            RunChange::Open {
+                id: 2,
+                overlapped: false,
+                ..
+            }
+        ));
+        assert_eq!(s.open_runs.len(), 1);
+        assert_eq!(s.overlaps, 0);
+    }
+
+    #[test]
+    fn starts_with_rids_overlap_and_finish_by_rid() {
+        let (r1, r2) = (Uuid::new_v4(), Uuid::new_v4());
+        let mut s = Summary::default();
+        let mut next = ids();
+        s.apply(&with_rid(1_000, PingKind::Start, r1), &mut next);
+        let a = s.apply(&with_rid(2_000, PingKind::Start, r2), &mut next);
+        assert!(a.runs.contains(&RunChange::Overlapped { id: 1 }));
+        assert!(a.runs.contains(&RunChange::Open {
+            id: 2,
+            rid: Some(r2),
+            started_at: 2_000,
+            overlapped: true
+        }));
+        assert_eq!(s.overlaps, 1);
+        // Finishing r1 closes run 1, not the latest run.
+        let a = s.apply(&with_rid(5_000, PingKind::Fail, r1), &mut next);
+        assert_eq!(
+            a.runs,
+            vec![RunChange::Close {
+                id: 1,
+                ended_at: 5_000,
+                outcome: RunOutcome::Failed,
+                duration_ms: 4_000
+            }]
+        );
+        assert_eq!(s.open_runs.len(), 1);
+        assert_eq!(s.open_runs[0].rid, Some(r2));
+    }
+
+    #[test]
+    fn finish_with_unknown_rid_closes_nothing() {
+        let mut s = Summary::default();
+        let mut next = ids();
+        s.apply(&with_rid(1_000, PingKind::Start, Uuid::new_v4()), &mut next);
+        let a = s.apply(
+            &with_rid(2_000, PingKind::Success, Uuid::new_v4()),
+            &mut next,
+        );
+        assert!(a.runs.is_empty());
+        assert_eq!(a.duration_ms, None);
+        assert_eq!(s.open_runs.len(), 1);
+        assert_eq!(s.last_success_at, Some(2_000));
+    }
+
+    #[test]
+    fn finish_without_rid_closes_the_latest_run() {
+        let (r1, r2) = (Uuid::new_v4(), Uuid::new_v4());
+        let mut s = Summary::default();
+        let mut next = ids();
+        s.apply(&with_rid(1_000, PingKind::Start, r1), &mut next);
+        s.apply(&with_rid(2_000, PingKind::Start, r2), &mut next);
+        let a = s.apply(&ping(3_000, PingKind::Success), &mut next);
+        assert!(matches!(a.runs[..], [RunChange::Close { id: 2, .. }]));
+    }
+
+    #[test]
+    fn huge_item_counts_saturate() {
+        let mut s = Summary::default();
+        s.apply(&with_items(1, u64::MAX), &mut ids());
+        assert_eq!(s.last_items, Some(i64::MAX));
+    }
+}

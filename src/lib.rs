@@ -1,0 +1,12 @@
+//! overdue: a self-hosted heartbeat watchdog and dead-man's switch.
+//!
+//! A ping comes in over HTTP (`http`), goes through the batching writer
+//! (`ingest`) into the database (`store`); `domain` holds the pure logic.
+
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod domain;
+pub mod http;
+pub mod ingest;
+pub mod store;
