@@ -1,0 +1,520 @@
+//! Settings: embedded documented defaults, then a TOML file, then `OVERDUE_*`
+//! environment variables; validated once, reporting every problem together.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::providers::{Env, Format, Toml};
+use figment::value::Dict;
+use figment::Figment;
+use ipnet::IpNet;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use crate::domain::check::{CheckInput, CheckSpec};
+
+/// The documented defaults, compiled into the binary.
+pub const DEFAULT_CONFIG: &str = include_str!("config.default.toml");
+
+/// A value that must never appear in logs, `Debug` output or API responses.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    /// The secret itself, for the few places that must use it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// SQLite's `synchronous` pragma: what a committed ping survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqliteSynchronous {
+    /// Survives a crash of the process (kill -9), not power loss.
+    Normal,
+    /// Also survives power loss: an fsync per commit.
+    Full,
+}
+
+/// What an API key may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    Read,
+    Write,
+}
+
+/// One configured API key, kept only as the SHA-256 of the key.
+#[derive(Clone)]
+pub struct ApiKey {
+    pub name: String,
+    pub scope: Scope,
+    pub sha256: [u8; 32],
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiKey")
+            .field("name", &self.name)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The validated settings the server runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub base_url: String,
+    pub database_url: Secret,
+    pub ping_body_limit: usize,
+    pub ping_key: Option<Secret>,
+    pub log_format: LogFormat,
+    pub trusted_proxies: Vec<IpNet>,
+    pub heartbeat_period: Duration,
+    pub lease_ttl: Duration,
+    pub shutdown_timeout: Duration,
+    pub sqlite_synchronous: SqliteSynchronous,
+    pub retention: Duration,
+    pub ping_log_limit: u32,
+    pub ping_batch_max: usize,
+    pub api_keys: Vec<ApiKey>,
+    pub checks: Vec<CheckSpec>,
+    /// Sections of SPEC §11 that are accepted but not acted on yet.
+    pub reserved_sections: Vec<String>,
+}
+
+/// Every problem found in a configuration, each naming its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<String>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "invalid configuration ({} problem(s)):", self.0.len())?;
+        for e in &self.0 {
+            writeln!(f, "  - {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// Top-level keys overdue understands.
+const KNOWN_KEYS: &[&str] = &[
+    "listen",
+    "base_url",
+    "database_url",
+    "database_url_file",
+    "ping_body_limit",
+    "ping_key",
+    "ping_key_file",
+    "log_format",
+    "trusted_proxies",
+    "heartbeat_period",
+    "lease_ttl",
+    "shutdown_timeout",
+    "sqlite_synchronous",
+    "retention",
+    "ping_log_limit",
+    "ping_batch_max",
+    "api_keys",
+    "checks",
+];
+
+/// Sections from SPEC §11 that later releases act on; accepted so that one
+/// config file can serve every version, and reported at start-up.
+const RESERVED_KEYS: &[&str] = &[
+    "receivers",
+    "route",
+    "silences",
+    "metrics",
+    "rate_limit",
+    "webhooks",
+    "dashboard",
+    "fallback_receiver",
+];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApiKeyInput {
+    name: String,
+    scope: String,
+    key: Option<String>,
+    key_file: Option<PathBuf>,
+    key_sha256: Option<String>,
+}
+
+impl Config {
+    /// Loads defaults, then `file` (if any), then the `OVERDUE_*` environment.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigErrors> {
+        let mut figment = Figment::new().merge(Toml::string(DEFAULT_CONFIG));
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                ConfigErrors(vec![format!(
+                    "cannot read config file {}: {e}",
+                    path.display()
+                )])
+            })?;
+            // Parse first so a syntax error names the file and line instead of
+            // surfacing later as a missing key.
+            if let Err(e) = text.parse::<toml::Table>() {
+                return Err(ConfigErrors(vec![format!("{}: {e}", path.display())]));
+            }
+            figment = figment.merge(Toml::string(&text));
+        }
+        // Only variables that name a setting: OVERDUE_CONFIG, OVERDUE_URL (the
+        // CLI's) and OVERDUE_TEST_* (the test suite's) are not configuration.
+        let env = Env::prefixed("OVERDUE_").split("__").filter(|key| {
+            let top = key.as_str().split(['.']).next().unwrap_or("");
+            let top = top.split("__").next().unwrap_or("").to_ascii_lowercase();
+            KNOWN_KEYS.contains(&top.as_str()) || RESERVED_KEYS.contains(&top.as_str())
+        });
+        figment = figment.merge(env);
+        Self::from_figment(&figment)
+    }
+
+    /// Parses a config given as TOML text on top of the defaults (no environment).
+    pub fn from_toml(text: &str) -> Result<Config, ConfigErrors> {
+        if let Err(e) = text.parse::<toml::Table>() {
+            return Err(ConfigErrors(vec![e.to_string()]));
+        }
+        let figment = Figment::new()
+            .merge(Toml::string(DEFAULT_CONFIG))
+            .merge(Toml::string(text));
+        Self::from_figment(&figment)
+    }
+
+    fn from_figment(figment: &Figment) -> Result<Config, ConfigErrors> {
+        let mut errors = Vec::new();
+        let dict: Dict = match figment.extract() {
+            Ok(d) => d,
+            Err(e) => return Err(ConfigErrors(vec![e.to_string()])),
+        };
+        let mut reserved_sections = Vec::new();
+        for key in dict.keys() {
+            if RESERVED_KEYS.contains(&key.as_str()) {
+                reserved_sections.push(key.clone());
+            } else if !KNOWN_KEYS.contains(&key.as_str()) {
+                errors.push(format!("{key}: unknown key"));
+            }
+        }
+
+        let mut f = Fields {
+            figment,
+            errors: &mut errors,
+        };
+        let listen: Option<String> = f.get("listen");
+        let listen = listen.and_then(|s| f.check("listen", parse_socket_addr(&s)));
+        let base_url: Option<String> = f.get("base_url");
+        let base_url = base_url.and_then(|s| f.check("base_url", parse_base_url(&s)));
+        let database_url = f.secret("database_url", "database_url_file");
+        let ping_body_limit: Option<usize> = f.get("ping_body_limit");
+        let ping_key = f.optional_secret("ping_key", "ping_key_file");
+        let ping_key = ping_key.and_then(|k| match k {
+            Some(k) if k.expose().len() < 8 || !is_url_safe(k.expose()) => {
+                f.errors
+                    .push("ping_key: must be at least 8 characters of [A-Za-z0-9_-]".to_string());
+                None
+            }
+            k => Some(k),
+        });
+        let log_format: Option<String> = f.get("log_format");
+        let log_format = log_format.and_then(|s| {
+            f.check(
+                "log_format",
+                match s.as_str() {
+                    "text" => Ok(LogFormat::Text),
+                    "json" => Ok(LogFormat::Json),
+                    other => Err(format!("{other:?} is not one of \"text\", \"json\"")),
+                },
+            )
+        });
+        let trusted: Option<Vec<String>> = f.get("trusted_proxies");
+        let trusted_proxies = trusted.map(|list| {
+            list.iter()
+                .enumerate()
+                .filter_map(|(i, s)| f.check(&format!("trusted_proxies[{i}]"), parse_cidr(s)))
+                .collect::<Vec<_>>()
+        });
+        let heartbeat_period = f.duration("heartbeat_period");
+        let lease_ttl = f.duration("lease_ttl");
+        let shutdown_timeout = f.duration("shutdown_timeout");
+        let sync: Option<String> = f.get("sqlite_synchronous");
+        let sqlite_synchronous = sync.and_then(|s| {
+            f.check(
+                "sqlite_synchronous",
+                match s.as_str() {
+                    "normal" => Ok(SqliteSynchronous::Normal),
+                    "full" => Ok(SqliteSynchronous::Full),
+                    other => Err(format!("{other:?} is not one of \"normal\", \"full\"")),
+                },
+            )
+        });
+        let retention = f.duration("retention");
+        let ping_log_limit: Option<u32> = f.get("ping_log_limit");
+        let ping_batch_max: Option<usize> = f.get("ping_batch_max");
+        if ping_batch_max == Some(0) {
+            f.errors
+                .push("ping_batch_max: must be at least 1".to_string());
+        }
+        let keys: Option<Vec<ApiKeyInput>> = f.get("api_keys");
+        let api_keys = keys.map(|keys| {
+            keys.into_iter()
+                .enumerate()
+                .filter_map(|(i, k)| f.check(&format!("api_keys[{i}]"), api_key(k)))
+                .collect::<Vec<_>>()
+        });
+        let check_inputs: Option<Vec<CheckInput>> = f.get("checks");
+        let checks = check_inputs.map(|inputs| {
+            let mut seen = std::collections::HashSet::new();
+            for (i, input) in inputs.iter().enumerate() {
+                if let Some(slug) = &input.slug {
+                    if !seen.insert(slug.clone()) {
+                        f.errors
+                            .push(format!("checks[{i}].slug: {slug:?} is declared twice"));
+                    }
+                }
+            }
+            let mut out = Vec::new();
+            for (i, input) in inputs.into_iter().enumerate() {
+                match CheckSpec::from_input(input) {
+                    Ok(spec) => out.push(spec),
+                    Err(errs) => {
+                        for e in errs {
+                            f.errors.push(format!("checks[{i}].{e}"));
+                        }
+                    }
+                }
+            }
+            out
+        });
+        if let (Some(h), Some(l)) = (heartbeat_period, lease_ttl) {
+            if l < h * 2 {
+                errors.push(format!(
+                    "lease_ttl: {} must be at least twice heartbeat_period ({})",
+                    humantime::format_duration(l),
+                    humantime::format_duration(h)
+                ));
+            }
+        }
+
+        if !errors.is_empty() {
+            return Err(ConfigErrors(errors));
+        }
+        // Every field is Some when no error was recorded.
+        let missing = || ConfigErrors(vec!["internal: a default is missing".to_string()]);
+        Ok(Config {
+            listen: listen.ok_or_else(missing)?,
+            base_url: base_url.ok_or_else(missing)?,
+            database_url: database_url.ok_or_else(missing)?,
+            ping_body_limit: ping_body_limit.ok_or_else(missing)?,
+            ping_key: ping_key.ok_or_else(missing)?,
+            log_format: log_format.ok_or_else(missing)?,
+            trusted_proxies: trusted_proxies.ok_or_else(missing)?,
+            heartbeat_period: heartbeat_period.ok_or_else(missing)?,
+            lease_ttl: lease_ttl.ok_or_else(missing)?,
+            shutdown_timeout: shutdown_timeout.ok_or_else(missing)?,
+            sqlite_synchronous: sqlite_synchronous.ok_or_else(missing)?,
+            retention: retention.ok_or_else(missing)?,
+            ping_log_limit: ping_log_limit.ok_or_else(missing)?,
+            ping_batch_max: ping_batch_max.ok_or_else(missing)?,
+            api_keys: api_keys.ok_or_else(missing)?,
+            checks: checks.ok_or_else(missing)?,
+            reserved_sections,
+        })
+    }
+
+    /// True when the database is PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        is_postgres_url(self.database_url.expose())
+    }
+}
+
+/// True for `postgres://` and `postgresql://` URLs.
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+struct Fields<'a> {
+    figment: &'a Figment,
+    errors: &'a mut Vec<String>,
+}
+
+impl Fields<'_> {
+    fn get<T: DeserializeOwned>(&mut self, key: &str) -> Option<T> {
+        match self.figment.extract_inner::<T>(key) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                for e in e {
+                    let path = if e.path.is_empty() {
+                        key.to_string()
+                    } else {
+                        e.path.join(".")
+                    };
+                    self.errors.push(format!("{path}: {}", e.kind));
+                }
+                None
+            }
+        }
+    }
+
+    fn check<T>(&mut self, key: &str, r: Result<T, String>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.errors.push(format!("{key}: {e}"));
+                None
+            }
+        }
+    }
+
+    fn duration(&mut self, key: &str) -> Option<Duration> {
+        let s: String = self.get(key)?;
+        let r = parse_duration(&s);
+        self.check(key, r)
+    }
+
+    fn optional<T: DeserializeOwned>(&mut self, key: &str) -> Option<Option<T>> {
+        if self.figment.contains(key) {
+            self.get(key).map(Some)
+        } else {
+            Some(None)
+        }
+    }
+
+    fn optional_secret(&mut self, key: &str, file_key: &str) -> Option<Option<Secret>> {
+        let file: Option<PathBuf> = self.optional(file_key)?;
+        if let Some(path) = file {
+            let r = read_secret_file(&path);
+            return self.check(file_key, r).map(Some);
+        }
+        let value: Option<String> = self.optional(key)?;
+        Some(value.map(Secret))
+    }
+
+    fn secret(&mut self, key: &str, file_key: &str) -> Option<Secret> {
+        match self.optional_secret(key, file_key)? {
+            Some(s) if !s.expose().is_empty() => Some(s),
+            _ => {
+                self.errors.push(format!("{key}: must not be empty"));
+                None
+            }
+        }
+    }
+}
+
+/// Reads a secret from a file, dropping one trailing newline.
+pub fn read_secret_file(path: &Path) -> Result<Secret, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let value = text.strip_suffix('\n').unwrap_or(&text);
+    let value = value.strip_suffix('\r').unwrap_or(value);
+    Ok(Secret(value.to_string()))
+}
+
+/// Parses a humantime duration such as `30s` or `2h 30m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{s:?} is not a duration like \"30s\" or \"2h\" ({e})"))
+}
+
+fn parse_socket_addr(s: &str) -> Result<SocketAddr, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?} is not an address like \"0.0.0.0:8080\""))
+}
+
+fn parse_base_url(s: &str) -> Result<String, String> {
+    let trimmed = s.trim_end_matches('/');
+    if !(trimmed.starts_with("http://") || trimmed.starts_with("https://"))
+        || trimmed.len() <= "https://".len()
+    {
+        return Err(format!("{s:?} is not an http:// or https:// URL"));
+    }
+    Ok(trimmed.to_string())
+}
+
+fn parse_cidr(s: &str) -> Result<IpNet, String> {
+    if let Ok(net) = s.parse::<IpNet>() {
+        return Ok(net);
+    }
+    s.parse::<std::net::IpAddr>()
+        .map(IpNet::from)
+        .map_err(|_| format!("{s:?} is not an address or CIDR range like \"10.0.0.0/8\""))
+}
+
+fn is_url_safe(s: &str) -> bool {
+    s.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn api_key(k: ApiKeyInput) -> Result<ApiKey, String> {
+    use sha2::{Digest, Sha256};
+    let scope = match k.scope.as_str() {
+        "read" => Scope::Read,
+        "write" => Scope::Write,
+        other => {
+            return Err(format!(
+                "scope: {other:?} is not one of \"read\", \"write\""
+            ))
+        }
+    };
+    let given = [
+        k.key.is_some(),
+        k.key_file.is_some(),
+        k.key_sha256.is_some(),
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count();
+    if given != 1 {
+        return Err("exactly one of key, key_file, key_sha256 must be set".to_string());
+    }
+    let sha256 = if let Some(hexed) = k.key_sha256 {
+        let bytes =
+            hex::decode(hexed.trim()).map_err(|_| "key_sha256: not a hex string".to_string())?;
+        bytes
+            .try_into()
+            .map_err(|_| "key_sha256: must be 64 hex digits (a SHA-256)".to_string())?
+    } else {
+        let key = match (k.key, k.key_file) {
+            (Some(key), _) => key,
+            (None, Some(path)) => {
+                read_secret_file(&path)
+                    .map_err(|e| format!("key_file: {e}"))?
+                    .0
+            }
+            (None, None) => unreachable!("counted above"),
+        };
+        if key.len() < 16 {
+            return Err("key: must be at least 16 characters".to_string());
+        }
+        Sha256::digest(key.as_bytes()).into()
+    };
+    if k.name.is_empty() {
+        return Err("name: must not be empty".to_string());
+    }
+    Ok(ApiKey {
+        name: k.name,
+        scope,
+        sha256,
+    })
+}

@@ -1,0 +1,564 @@
+//! Storage: one [`Store`] trait, a SQLite and a PostgreSQL implementation.
+//! Rows are turned into domain types here; nothing outside this folder writes SQL.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::config::{Config, SqliteSynchronous};
+use crate::domain::check::{CheckSpec, Methods, Schedule, WindowInput};
+use crate::domain::ping::{OpenRun, PingKind, Summary, UnixMs};
+
+pub mod postgres;
+pub mod sqlite;
+
+/// What went wrong in the store, as the rest of the code needs to know it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::RowNotFound => StoreError::NotFound,
+            sqlx::Error::Database(db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation => {
+                StoreError::Conflict("already exists".to_string())
+            }
+            _ => StoreError::Other(anyhow::Error::new(e)),
+        }
+    }
+}
+
+/// Who created a check: reconcile only touches its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckSource {
+    Api,
+    Config,
+    /// Created by a ping with `?create=1`.
+    Ping,
+}
+
+impl CheckSource {
+    fn as_str(self) -> &'static str {
+        match self {
+            CheckSource::Api => "api",
+            CheckSource::Config => "config",
+            CheckSource::Ping => "ping",
+        }
+    }
+}
+
+/// A stored check with its summary.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub id: i64,
+    pub uuid: Uuid,
+    pub spec: CheckSpec,
+    pub paused: bool,
+    pub source: String,
+    pub created_at: UnixMs,
+    pub summary: Summary,
+}
+
+/// The little the ping path needs to route a ping to its check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckRef {
+    pub id: i64,
+    pub uuid: Uuid,
+    pub slug: Option<String>,
+}
+
+/// A ping to be stored.
+#[derive(Debug, Clone)]
+pub struct NewPing {
+    pub check_id: i64,
+    pub at: UnixMs,
+    /// What the URL asked for; may be recorded as ignored.
+    pub kind: PingKind,
+    pub exit_status: Option<u8>,
+    pub items: Option<u64>,
+    pub rid: Option<Uuid>,
+    pub method: String,
+    pub remote_addr: Option<String>,
+    pub user_agent: Option<String>,
+    pub scheme: &'static str,
+    pub body: Vec<u8>,
+}
+
+/// What storing a ping recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PingAck {
+    pub kind: PingKind,
+    pub n: i64,
+}
+
+/// A ping read back from the log.
+#[derive(Debug, Clone)]
+pub struct PingRecord {
+    pub id: i64,
+    pub n: i64,
+    pub at: UnixMs,
+    pub kind: PingKind,
+    pub exit_status: Option<i64>,
+    pub items: Option<i64>,
+    pub rid: Option<String>,
+    pub method: String,
+    pub remote_addr: Option<String>,
+    pub user_agent: Option<String>,
+    pub scheme: String,
+    pub body: Vec<u8>,
+    pub duration_ms: Option<i64>,
+}
+
+/// The columns of `pings`, as both backends read them.
+#[derive(sqlx::FromRow)]
+pub(crate) struct PingRow {
+    id: i64,
+    n: i64,
+    at: i64,
+    kind: String,
+    exit_status: Option<i64>,
+    items: Option<i64>,
+    rid: Option<String>,
+    method: String,
+    remote_addr: Option<String>,
+    user_agent: Option<String>,
+    scheme: String,
+    body: Option<Vec<u8>>,
+    duration_ms: Option<i64>,
+}
+
+impl PingRow {
+    pub(crate) fn into_record(self) -> PingRecord {
+        PingRecord {
+            id: self.id,
+            n: self.n,
+            at: self.at,
+            kind: PingKind::parse(&self.kind).unwrap_or(PingKind::Log),
+            exit_status: self.exit_status,
+            items: self.items,
+            rid: self.rid,
+            method: self.method,
+            remote_addr: self.remote_addr,
+            user_agent: self.user_agent,
+            scheme: self.scheme,
+            body: self.body.unwrap_or_default(),
+            duration_ms: self.duration_ms,
+        }
+    }
+}
+
+/// A run read back.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RunRecord {
+    pub id: i64,
+    pub rid: Option<String>,
+    pub started_at: UnixMs,
+    pub ended_at: Option<UnixMs>,
+    pub outcome: Option<String>,
+    pub reason: Option<String>,
+    pub duration_ms: Option<i64>,
+    pub overlapped: bool,
+}
+
+/// The storage operations the server needs.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Succeeds when the database answers.
+    async fn health(&self) -> Result<(), StoreError>;
+    /// Creates a check; `Conflict` when its uuid or slug is taken.
+    async fn create_check(
+        &self,
+        spec: &CheckSpec,
+        source: CheckSource,
+        now: UnixMs,
+    ) -> Result<Check, StoreError>;
+    /// One check by uuid.
+    async fn check_by_uuid(&self, uuid: Uuid) -> Result<Check, StoreError>;
+    /// Every check, oldest first.
+    async fn list_checks(&self) -> Result<Vec<Check>, StoreError>;
+    /// The routing entry of a check by uuid, if it exists.
+    async fn check_ref_by_uuid(&self, uuid: Uuid) -> Result<Option<CheckRef>, StoreError>;
+    /// The routing entry of a check by slug, if it exists.
+    async fn check_ref_by_slug(&self, slug: &str) -> Result<Option<CheckRef>, StoreError>;
+    /// Every routing entry, to warm the ping path's cache at start-up.
+    async fn all_check_refs(&self) -> Result<Vec<CheckRef>, StoreError>;
+    /// Stores a batch of pings and their effect on summaries and runs in one
+    /// transaction; called by the single ping writer only. All or nothing.
+    async fn write_pings(&self, pings: &[NewPing]) -> Result<Vec<PingAck>, StoreError>;
+    /// The newest `limit` pings of a check, newest first.
+    async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError>;
+    /// The newest `limit` runs of a check, newest first.
+    async fn list_runs(&self, check_id: i64, limit: u32) -> Result<Vec<RunRecord>, StoreError>;
+}
+
+/// Opens the store the config names and applies pending migrations.
+pub async fn open(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    let url = config.database_url.expose();
+    if config.is_postgres() {
+        Ok(Arc::new(postgres::PgStore::connect(url).await?))
+    } else if url.starts_with("sqlite:") {
+        Ok(Arc::new(
+            sqlite::SqliteStore::connect(url, config.sqlite_synchronous).await?,
+        ))
+    } else {
+        anyhow::bail!("database_url: unsupported scheme (use sqlite:// or postgres://)")
+    }
+}
+
+/// Applies migrations only (`overdue migrate`).
+pub async fn migrate(config: &Config) -> anyhow::Result<()> {
+    open(config).await.map(|_| ())
+}
+
+/// The columns of `checks` joined with `check_state`, as both backends read them.
+#[derive(sqlx::FromRow)]
+pub(crate) struct CheckRow {
+    id: i64,
+    uuid: String,
+    slug: Option<String>,
+    name: String,
+    description: String,
+    labels: String,
+    interval_ms: Option<i64>,
+    cron: Option<String>,
+    tz: String,
+    grace_ms: Option<i64>,
+    active_hours: String,
+    zero_items_after_ms: Option<i64>,
+    zero_items_runs: Option<i64>,
+    failure_threshold: i64,
+    recovery_threshold: i64,
+    max_runtime_ms: Option<i64>,
+    alert_on_overlap: bool,
+    manual_resume: bool,
+    methods: String,
+    paused: bool,
+    source: String,
+    created_at: i64,
+    #[sqlx(flatten)]
+    state: SummaryRow,
+}
+
+/// The columns of `check_state`.
+#[derive(sqlx::FromRow, Default)]
+pub(crate) struct SummaryRow {
+    n_pings: i64,
+    last_ping_at: Option<i64>,
+    last_ping_kind: Option<String>,
+    last_success_at: Option<i64>,
+    last_start_at: Option<i64>,
+    last_failure_at: Option<i64>,
+    last_items: Option<i64>,
+    last_items_at: Option<i64>,
+    zero_streak_since: Option<i64>,
+    zero_streak_runs: i64,
+    consecutive_failures: i64,
+    consecutive_successes: i64,
+    last_duration_ms: Option<i64>,
+    open_runs: String,
+    overlap_count: i64,
+}
+
+pub(crate) const CHECK_COLUMNS: &str = "c.id, c.uuid, c.slug, c.name, c.description, c.labels, \
+    c.interval_ms, c.cron, c.tz, c.grace_ms, c.active_hours, c.zero_items_after_ms, \
+    c.zero_items_runs, c.failure_threshold, c.recovery_threshold, c.max_runtime_ms, \
+    c.alert_on_overlap, c.manual_resume, c.methods, c.paused, c.source, c.created_at, \
+    s.n_pings, s.last_ping_at, s.last_ping_kind, s.last_success_at, s.last_start_at, \
+    s.last_failure_at, s.last_items, s.last_items_at, s.zero_streak_since, s.zero_streak_runs, \
+    s.consecutive_failures, s.consecutive_successes, s.last_duration_ms, s.open_runs, s.overlap_count";
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn duration(ms: Option<i64>) -> Option<Duration> {
+    ms.map(|m| Duration::from_millis(m.max(0) as u64))
+}
+
+impl SummaryRow {
+    pub(crate) fn into_summary(self) -> anyhow::Result<Summary> {
+        let open_runs: Vec<OpenRun> = serde_json::from_str(&self.open_runs)
+            .map_err(|e| anyhow::anyhow!("check_state.open_runs is not valid JSON: {e}"))?;
+        Ok(Summary {
+            n_pings: self.n_pings,
+            last_ping_at: self.last_ping_at,
+            last_ping_kind: self.last_ping_kind.as_deref().and_then(PingKind::parse),
+            last_success_at: self.last_success_at,
+            last_start_at: self.last_start_at,
+            last_failure_at: self.last_failure_at,
+            last_items: self.last_items,
+            last_items_at: self.last_items_at,
+            zero_streak_since: self.zero_streak_since,
+            zero_streak_runs: self.zero_streak_runs,
+            consecutive_failures: self.consecutive_failures,
+            consecutive_successes: self.consecutive_successes,
+            last_duration_ms: self.last_duration_ms,
+            open_runs,
+            overlaps: self.overlap_count,
+        })
+    }
+}
+
+impl CheckRow {
+    pub(crate) fn into_check(self) -> anyhow::Result<Check> {
+        let labels: BTreeMap<String, String> = serde_json::from_str(&self.labels)
+            .map_err(|e| anyhow::anyhow!("checks.labels is not valid JSON: {e}"))?;
+        let active_hours: Vec<WindowInput> = serde_json::from_str(&self.active_hours)
+            .map_err(|e| anyhow::anyhow!("checks.active_hours is not valid JSON: {e}"))?;
+        let schedule = match (self.cron, self.interval_ms) {
+            (Some(expr), _) => Schedule::Cron(expr),
+            (None, ms) => {
+                Schedule::Interval(duration(ms).unwrap_or(crate::domain::check::DEFAULT_INTERVAL))
+            }
+        };
+        let uuid = Uuid::parse_str(&self.uuid)
+            .map_err(|e| anyhow::anyhow!("checks.uuid {:?} is not a UUID: {e}", self.uuid))?;
+        let count = |v: i64| u32::try_from(v).unwrap_or(u32::MAX);
+        Ok(Check {
+            id: self.id,
+            uuid,
+            spec: CheckSpec {
+                uuid: Some(uuid),
+                slug: self.slug,
+                name: self.name,
+                description: self.description,
+                labels,
+                schedule,
+                tz: self.tz,
+                grace: duration(self.grace_ms),
+                active_hours,
+                zero_items_after: duration(self.zero_items_after_ms),
+                zero_items_runs: self.zero_items_runs.map(count),
+                failure_threshold: count(self.failure_threshold),
+                recovery_threshold: count(self.recovery_threshold),
+                max_runtime: duration(self.max_runtime_ms),
+                alert_on_overlap: self.alert_on_overlap,
+                manual_resume: self.manual_resume,
+                methods: if self.methods == "POST" {
+                    Methods::Post
+                } else {
+                    Methods::Any
+                },
+            },
+            paused: self.paused,
+            source: self.source,
+            created_at: self.created_at,
+            summary: self.state.into_summary()?,
+        })
+    }
+}
+
+/// The values of a new `checks` row, in one place for both backends.
+pub(crate) struct CheckValues {
+    pub uuid: String,
+    pub slug: Option<String>,
+    pub name: String,
+    pub description: String,
+    pub labels: String,
+    pub interval_ms: Option<i64>,
+    pub cron: Option<String>,
+    pub tz: String,
+    pub grace_ms: Option<i64>,
+    pub active_hours: String,
+    pub zero_items_after_ms: Option<i64>,
+    pub zero_items_runs: Option<i64>,
+    pub failure_threshold: i64,
+    pub recovery_threshold: i64,
+    pub max_runtime_ms: Option<i64>,
+    pub alert_on_overlap: bool,
+    pub manual_resume: bool,
+    pub methods: &'static str,
+    pub source: &'static str,
+}
+
+impl CheckValues {
+    pub(crate) fn new(spec: &CheckSpec, source: CheckSource) -> anyhow::Result<CheckValues> {
+        Ok(CheckValues {
+            uuid: spec.uuid.unwrap_or_else(Uuid::new_v4).to_string(),
+            slug: spec.slug.clone(),
+            name: spec.name.clone(),
+            description: spec.description.clone(),
+            labels: serde_json::to_string(&spec.labels)?,
+            interval_ms: spec.interval().map(ms),
+            cron: spec.cron().map(str::to_string),
+            tz: spec.tz.clone(),
+            grace_ms: spec.grace.map(ms),
+            active_hours: serde_json::to_string(&spec.active_hours)?,
+            zero_items_after_ms: spec.zero_items_after.map(ms),
+            zero_items_runs: spec.zero_items_runs.map(i64::from),
+            failure_threshold: i64::from(spec.failure_threshold),
+            recovery_threshold: i64::from(spec.recovery_threshold),
+            max_runtime_ms: spec.max_runtime.map(ms),
+            alert_on_overlap: spec.alert_on_overlap,
+            manual_resume: spec.manual_resume,
+            methods: spec.methods.as_str(),
+            source: source.as_str(),
+        })
+    }
+}
+
+/// The SQL that inserts a check, identical for both backends but for placeholders.
+pub(crate) fn insert_check_sql(placeholder: fn(usize) -> String) -> String {
+    let cols = [
+        "uuid",
+        "slug",
+        "name",
+        "description",
+        "labels",
+        "interval_ms",
+        "cron",
+        "tz",
+        "grace_ms",
+        "active_hours",
+        "zero_items_after_ms",
+        "zero_items_runs",
+        "failure_threshold",
+        "recovery_threshold",
+        "max_runtime_ms",
+        "alert_on_overlap",
+        "manual_resume",
+        "methods",
+        "source",
+        "created_at",
+        "updated_at",
+    ];
+    let params: Vec<String> = (1..=cols.len()).map(placeholder).collect();
+    format!(
+        "INSERT INTO checks ({}) VALUES ({}) RETURNING id",
+        cols.join(", "),
+        params.join(", ")
+    )
+}
+
+/// Binds [`CheckValues`] in the order of [`insert_check_sql`].
+macro_rules! bind_check_values {
+    ($query:expr, $v:expr, $now:expr) => {
+        $query
+            .bind($v.uuid.clone())
+            .bind($v.slug.clone())
+            .bind($v.name.clone())
+            .bind($v.description.clone())
+            .bind($v.labels.clone())
+            .bind($v.interval_ms)
+            .bind($v.cron.clone())
+            .bind($v.tz.clone())
+            .bind($v.grace_ms)
+            .bind($v.active_hours.clone())
+            .bind($v.zero_items_after_ms)
+            .bind($v.zero_items_runs)
+            .bind($v.failure_threshold)
+            .bind($v.recovery_threshold)
+            .bind($v.max_runtime_ms)
+            .bind($v.alert_on_overlap)
+            .bind($v.manual_resume)
+            .bind($v.methods)
+            .bind($v.source)
+            .bind($now)
+            .bind($now)
+    };
+}
+pub(crate) use bind_check_values;
+
+/// A routing entry from an `(id, uuid, slug)` row.
+pub(crate) fn check_ref((id, uuid, slug): (i64, String, Option<String>)) -> Option<CheckRef> {
+    Some(CheckRef {
+        id,
+        uuid: Uuid::parse_str(&uuid).ok()?,
+        slug,
+    })
+}
+
+/// Decides what a ping is recorded as, given its check's flags (SPEC §3.4, §4):
+/// returns the recorded kind and whether the ping resumes a paused check.
+pub(crate) fn effective_kind(
+    requested: PingKind,
+    method: &str,
+    methods: Methods,
+    paused: bool,
+    manual_resume: bool,
+) -> (PingKind, bool) {
+    if methods == Methods::Post && method != "POST" {
+        return (PingKind::Ignored, false);
+    }
+    let counts = matches!(
+        requested,
+        PingKind::Success | PingKind::Start | PingKind::Fail
+    );
+    if paused && counts {
+        if manual_resume {
+            return (PingKind::Ignored, false);
+        }
+        return (requested, true);
+    }
+    (requested, false)
+}
+
+/// The store's SQLite options, for both the store and tests.
+pub fn sqlite_synchronous_pragma(s: SqliteSynchronous) -> &'static str {
+    match s {
+        SqliteSynchronous::Normal => "NORMAL",
+        SqliteSynchronous::Full => "FULL",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn post_only_checks_ignore_other_methods() {
+        assert_eq!(
+            effective_kind(PingKind::Success, "GET", Methods::Post, false, false),
+            (PingKind::Ignored, false)
+        );
+        assert_eq!(
+            effective_kind(PingKind::Success, "POST", Methods::Post, false, false),
+            (PingKind::Success, false)
+        );
+    }
+
+    #[test]
+    fn pings_resume_paused_checks_unless_manual_resume() {
+        assert_eq!(
+            effective_kind(PingKind::Success, "GET", Methods::Any, true, false),
+            (PingKind::Success, true)
+        );
+        assert_eq!(
+            effective_kind(PingKind::Start, "GET", Methods::Any, true, true),
+            (PingKind::Ignored, false)
+        );
+        // A log ping neither resumes nor is ignored.
+        assert_eq!(
+            effective_kind(PingKind::Log, "GET", Methods::Any, true, false),
+            (PingKind::Log, false)
+        );
+    }
+
+    #[test]
+    fn migration_folders_list_the_same_versions() {
+        let versions = |dir: &str| {
+            let mut v: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter_map(|n| n.split('_').next().map(str::to_string))
+                .collect();
+            v.sort();
+            v
+        };
+        let root = env!("CARGO_MANIFEST_DIR");
+        let sqlite = versions(&format!("{root}/migrations/sqlite"));
+        let postgres = versions(&format!("{root}/migrations/postgres"));
+        assert!(!sqlite.is_empty());
+        assert_eq!(sqlite, postgres);
+    }
+}

@@ -1,0 +1,492 @@
+//! The PostgreSQL store, for several replicas sharing one database.
+//!
+//! Any replica may write pings for any check, so the ping writer keeps no
+//! summaries in memory: each batch locks the summaries it touches (in id order,
+//! so concurrent batches cannot deadlock), applies its pings and writes them
+//! back with array-bound statements, all in one transaction.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use async_trait::async_trait;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{
+    bind_check_values, check_ref, effective_kind, insert_check_sql, Check, CheckRef, CheckRow,
+    CheckSource, CheckValues, NewPing, PingAck, PingRecord, PingRow, RunRecord, Store, StoreError,
+    SummaryRow, CHECK_COLUMNS,
+};
+use crate::domain::check::{CheckSpec, Methods};
+use crate::domain::ping::{clamp_items, PingFacts, PingKind, RunChange, Summary, UnixMs};
+
+/// The PostgreSQL implementation of [`Store`].
+pub struct PgStore {
+    pool: PgPool,
+}
+
+#[derive(sqlx::FromRow)]
+struct LockedRow {
+    id: i64,
+    paused: bool,
+    manual_resume: bool,
+    methods: String,
+    #[sqlx(flatten)]
+    state: SummaryRow,
+}
+
+struct Locked {
+    summary: Summary,
+    paused: bool,
+    manual_resume: bool,
+    methods: Methods,
+}
+
+impl PgStore {
+    /// Connects and applies migrations.
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(url)
+            .await
+            .context("cannot connect to PostgreSQL")?;
+        sqlx::migrate!("migrations/postgres")
+            .run(&pool)
+            .await
+            .context("cannot apply PostgreSQL migrations")?;
+        Ok(PgStore { pool })
+    }
+
+    async fn check_by_id(&self, id: i64) -> Result<Check, StoreError> {
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+             WHERE c.id = $1"
+        );
+        let row: CheckRow = sqlx::query_as(&sql).bind(id).fetch_one(&self.pool).await?;
+        Ok(row.into_check()?)
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn health(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn create_check(
+        &self,
+        spec: &CheckSpec,
+        source: CheckSource,
+        now: UnixMs,
+    ) -> Result<Check, StoreError> {
+        let v = CheckValues::new(spec, source)?;
+        let mut tx = self.pool.begin().await?;
+        let sql = insert_check_sql(|i| format!("${i}"));
+        let (id,): (i64,) = bind_check_values!(sqlx::query_as(&sql), v, now)
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO check_state (check_id) VALUES ($1)")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.check_by_id(id).await
+    }
+
+    async fn check_by_uuid(&self, uuid: Uuid) -> Result<Check, StoreError> {
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+             WHERE c.uuid = $1"
+        );
+        let row: CheckRow = sqlx::query_as(&sql)
+            .bind(uuid.to_string())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.into_check()?)
+    }
+
+    async fn list_checks(&self) -> Result<Vec<Check>, StoreError> {
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+             ORDER BY c.id"
+        );
+        let rows: Vec<CheckRow> = sqlx::query_as(&sql).fetch_all(&self.pool).await?;
+        rows.into_iter()
+            .map(|r| r.into_check().map_err(StoreError::Other))
+            .collect()
+    }
+
+    async fn check_ref_by_uuid(&self, uuid: Uuid) -> Result<Option<CheckRef>, StoreError> {
+        let row: Option<(i64, String, Option<String>)> =
+            sqlx::query_as("SELECT id, uuid, slug FROM checks WHERE uuid = $1")
+                .bind(uuid.to_string())
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.and_then(check_ref))
+    }
+
+    async fn check_ref_by_slug(&self, slug: &str) -> Result<Option<CheckRef>, StoreError> {
+        let row: Option<(i64, String, Option<String>)> =
+            sqlx::query_as("SELECT id, uuid, slug FROM checks WHERE slug = $1")
+                .bind(slug)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.and_then(check_ref))
+    }
+
+    async fn all_check_refs(&self) -> Result<Vec<CheckRef>, StoreError> {
+        let rows: Vec<(i64, String, Option<String>)> =
+            sqlx::query_as("SELECT id, uuid, slug FROM checks")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().filter_map(check_ref).collect())
+    }
+
+    async fn write_pings(&self, pings: &[NewPing]) -> Result<Vec<PingAck>, StoreError> {
+        let mut ids: Vec<i64> = pings.iter().map(|p| p.check_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+
+        let mut tx = self.pool.begin().await?;
+        let rows: Vec<LockedRow> = sqlx::query_as(
+            "SELECT c.id, c.paused, c.manual_resume, c.methods, s.n_pings, s.last_ping_at, \
+             s.last_ping_kind, s.last_success_at, s.last_start_at, s.last_failure_at, \
+             s.last_items, s.last_items_at, s.zero_streak_since, s.zero_streak_runs, \
+             s.consecutive_failures, s.consecutive_successes, s.last_duration_ms, s.open_runs, \
+             s.overlap_count FROM checks c JOIN check_state s ON s.check_id = c.id \
+             WHERE c.id = ANY($1) ORDER BY c.id FOR UPDATE",
+        )
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut locked: HashMap<i64, Locked> = HashMap::with_capacity(rows.len());
+        for row in rows {
+            locked.insert(
+                row.id,
+                Locked {
+                    summary: row.state.into_summary()?,
+                    paused: row.paused,
+                    manual_resume: row.manual_resume,
+                    methods: if row.methods == "POST" {
+                        Methods::Post
+                    } else {
+                        Methods::Any
+                    },
+                },
+            );
+        }
+
+        let starts = pings.iter().filter(|p| p.kind == PingKind::Start).count();
+        let mut run_ids: Vec<i64> = if starts > 0 {
+            sqlx::query_scalar(
+                "SELECT nextval(pg_get_serial_sequence('runs', 'id')) FROM generate_series(1, $1)",
+            )
+            .bind(starts as i64)
+            .fetch_all(&mut *tx)
+            .await?
+        } else {
+            Vec::new()
+        };
+        run_ids.reverse();
+
+        let mut cols = PingColumns::with_capacity(pings.len());
+        let mut acks = Vec::with_capacity(pings.len());
+        let mut runs = Vec::new();
+        let mut resumed = Vec::new();
+        for p in pings {
+            let entry = locked.get_mut(&p.check_id).ok_or_else(|| {
+                StoreError::Other(anyhow::anyhow!("check {} vanished", p.check_id))
+            })?;
+            let (kind, resume) = effective_kind(
+                p.kind,
+                &p.method,
+                entry.methods,
+                entry.paused,
+                entry.manual_resume,
+            );
+            if resume {
+                entry.paused = false;
+                resumed.push(p.check_id);
+            }
+            let facts = PingFacts {
+                at: p.at,
+                kind,
+                items: p.items,
+                rid: p.rid,
+            };
+            let applied = entry
+                .summary
+                .apply(&facts, &mut || run_ids.pop().unwrap_or(-1));
+            runs.extend(applied.runs.into_iter().map(|r| (p.check_id, r)));
+            cols.push(p, kind, applied.n, applied.duration_ms);
+            acks.push(PingAck { kind, n: applied.n });
+        }
+
+        sqlx::query(
+            "INSERT INTO pings (check_id, n, at, kind, exit_status, items, rid, method, \
+             remote_addr, user_agent, scheme, body, duration_ms) \
+             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], \
+             $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], \
+             $11::text[], $12::bytea[], $13::bigint[])",
+        )
+        .bind(&cols.check_id)
+        .bind(&cols.n)
+        .bind(&cols.at)
+        .bind(&cols.kind)
+        .bind(&cols.exit_status)
+        .bind(&cols.items)
+        .bind(&cols.rid)
+        .bind(&cols.method)
+        .bind(&cols.remote_addr)
+        .bind(&cols.user_agent)
+        .bind(&cols.scheme)
+        .bind(&cols.body)
+        .bind(&cols.duration_ms)
+        .execute(&mut *tx)
+        .await?;
+
+        write_summaries(&mut tx, &locked).await?;
+        write_runs(&mut tx, &runs).await?;
+        if !resumed.is_empty() {
+            sqlx::query("UPDATE checks SET paused = FALSE WHERE id = ANY($1)")
+                .bind(&resumed)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(acks)
+    }
+
+    async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError> {
+        let rows: Vec<PingRow> = sqlx::query_as(
+            "SELECT id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, \
+             scheme, body, duration_ms FROM pings WHERE check_id = $1 ORDER BY id DESC LIMIT $2",
+        )
+        .bind(check_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(PingRow::into_record).collect())
+    }
+
+    async fn list_runs(&self, check_id: i64, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, rid, started_at, ended_at, outcome, reason, duration_ms, overlapped \
+             FROM runs WHERE check_id = $1 ORDER BY id DESC LIMIT $2",
+        )
+        .bind(check_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}
+
+/// A batch of pings as column arrays, for one `UNNEST` insert.
+#[derive(Default)]
+struct PingColumns {
+    check_id: Vec<i64>,
+    n: Vec<i64>,
+    at: Vec<i64>,
+    kind: Vec<&'static str>,
+    exit_status: Vec<Option<i64>>,
+    items: Vec<Option<i64>>,
+    rid: Vec<Option<String>>,
+    method: Vec<String>,
+    remote_addr: Vec<Option<String>>,
+    user_agent: Vec<Option<String>>,
+    scheme: Vec<&'static str>,
+    body: Vec<Vec<u8>>,
+    duration_ms: Vec<Option<i64>>,
+}
+
+impl PingColumns {
+    fn with_capacity(_n: usize) -> Self {
+        Self::default()
+    }
+
+    fn push(&mut self, p: &NewPing, kind: PingKind, n: i64, duration_ms: Option<i64>) {
+        self.check_id.push(p.check_id);
+        self.n.push(n);
+        self.at.push(p.at);
+        self.kind.push(kind.as_str());
+        self.exit_status.push(p.exit_status.map(i64::from));
+        self.items.push(p.items.map(clamp_items));
+        self.rid.push(p.rid.map(|r| r.to_string()));
+        self.method.push(p.method.clone());
+        self.remote_addr.push(p.remote_addr.clone());
+        // PostgreSQL text cannot hold NUL; header values never contain it, but be sure.
+        self.user_agent
+            .push(p.user_agent.as_ref().map(|s| s.replace('\0', "")));
+        self.scheme.push(p.scheme);
+        self.body.push(p.body.clone());
+        self.duration_ms.push(duration_ms);
+    }
+}
+
+async fn write_summaries(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    locked: &HashMap<i64, Locked>,
+) -> Result<(), StoreError> {
+    let mut c = SummaryColumns::default();
+    for (id, l) in locked {
+        c.push(*id, &l.summary)?;
+    }
+    sqlx::query(
+        "UPDATE check_state s SET n_pings = u.n_pings, last_ping_at = u.last_ping_at, \
+         last_ping_kind = u.last_ping_kind, last_success_at = u.last_success_at, \
+         last_start_at = u.last_start_at, last_failure_at = u.last_failure_at, \
+         last_items = u.last_items, last_items_at = u.last_items_at, \
+         zero_streak_since = u.zero_streak_since, zero_streak_runs = u.zero_streak_runs, \
+         consecutive_failures = u.consecutive_failures, \
+         consecutive_successes = u.consecutive_successes, last_duration_ms = u.last_duration_ms, \
+         open_runs = u.open_runs, overlap_count = u.overlap_count \
+         FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], \
+         $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], \
+         $12::bigint[], $13::bigint[], $14::bigint[], $15::text[], $16::bigint[]) \
+         AS u(check_id, n_pings, last_ping_at, last_ping_kind, last_success_at, last_start_at, \
+         last_failure_at, last_items, last_items_at, zero_streak_since, zero_streak_runs, \
+         consecutive_failures, consecutive_successes, last_duration_ms, open_runs, overlap_count) \
+         WHERE s.check_id = u.check_id",
+    )
+    .bind(&c.check_id)
+    .bind(&c.n_pings)
+    .bind(&c.last_ping_at)
+    .bind(&c.last_ping_kind)
+    .bind(&c.last_success_at)
+    .bind(&c.last_start_at)
+    .bind(&c.last_failure_at)
+    .bind(&c.last_items)
+    .bind(&c.last_items_at)
+    .bind(&c.zero_streak_since)
+    .bind(&c.zero_streak_runs)
+    .bind(&c.consecutive_failures)
+    .bind(&c.consecutive_successes)
+    .bind(&c.last_duration_ms)
+    .bind(&c.open_runs)
+    .bind(&c.overlap_count)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[derive(Default)]
+struct SummaryColumns {
+    check_id: Vec<i64>,
+    n_pings: Vec<i64>,
+    last_ping_at: Vec<Option<i64>>,
+    last_ping_kind: Vec<Option<&'static str>>,
+    last_success_at: Vec<Option<i64>>,
+    last_start_at: Vec<Option<i64>>,
+    last_failure_at: Vec<Option<i64>>,
+    last_items: Vec<Option<i64>>,
+    last_items_at: Vec<Option<i64>>,
+    zero_streak_since: Vec<Option<i64>>,
+    zero_streak_runs: Vec<i64>,
+    consecutive_failures: Vec<i64>,
+    consecutive_successes: Vec<i64>,
+    last_duration_ms: Vec<Option<i64>>,
+    open_runs: Vec<String>,
+    overlap_count: Vec<i64>,
+}
+
+impl SummaryColumns {
+    fn push(&mut self, id: i64, s: &Summary) -> Result<(), StoreError> {
+        self.check_id.push(id);
+        self.n_pings.push(s.n_pings);
+        self.last_ping_at.push(s.last_ping_at);
+        self.last_ping_kind
+            .push(s.last_ping_kind.map(|k| k.as_str()));
+        self.last_success_at.push(s.last_success_at);
+        self.last_start_at.push(s.last_start_at);
+        self.last_failure_at.push(s.last_failure_at);
+        self.last_items.push(s.last_items);
+        self.last_items_at.push(s.last_items_at);
+        self.zero_streak_since.push(s.zero_streak_since);
+        self.zero_streak_runs.push(s.zero_streak_runs);
+        self.consecutive_failures.push(s.consecutive_failures);
+        self.consecutive_successes.push(s.consecutive_successes);
+        self.last_duration_ms.push(s.last_duration_ms);
+        self.open_runs
+            .push(serde_json::to_string(&s.open_runs).map_err(anyhow::Error::from)?);
+        self.overlap_count.push(s.overlaps);
+        Ok(())
+    }
+}
+
+/// Inserts first, then updates, so a run opened and closed in one batch works.
+async fn write_runs(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    runs: &[(i64, RunChange)],
+) -> Result<(), StoreError> {
+    let (mut ids, mut checks, mut rids, mut starts, mut overlapped) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut marked = Vec::new();
+    let (mut closed, mut ended, mut outcomes, mut durations) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (check_id, change) in runs {
+        match change {
+            RunChange::Open {
+                id,
+                rid,
+                started_at,
+                overlapped: o,
+            } => {
+                ids.push(*id);
+                checks.push(*check_id);
+                rids.push(rid.map(|r| r.to_string()));
+                starts.push(*started_at);
+                overlapped.push(*o);
+            }
+            RunChange::Overlapped { id } => marked.push(*id),
+            RunChange::Close {
+                id,
+                ended_at,
+                outcome,
+                duration_ms,
+            } => {
+                closed.push(*id);
+                ended.push(*ended_at);
+                outcomes.push(outcome.as_str());
+                durations.push(*duration_ms);
+            }
+        }
+    }
+    if !ids.is_empty() {
+        sqlx::query(
+            "INSERT INTO runs (id, check_id, rid, started_at, overlapped) \
+             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bool[])",
+        )
+        .bind(&ids)
+        .bind(&checks)
+        .bind(&rids)
+        .bind(&starts)
+        .bind(&overlapped)
+        .execute(&mut **tx)
+        .await?;
+    }
+    if !marked.is_empty() {
+        sqlx::query("UPDATE runs SET overlapped = TRUE WHERE id = ANY($1)")
+            .bind(&marked)
+            .execute(&mut **tx)
+            .await?;
+    }
+    if !closed.is_empty() {
+        sqlx::query(
+            "UPDATE runs r SET ended_at = u.ended_at, outcome = u.outcome, \
+             duration_ms = u.duration_ms \
+             FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) \
+             AS u(id, ended_at, outcome, duration_ms) WHERE r.id = u.id",
+        )
+        .bind(&closed)
+        .bind(&ended)
+        .bind(&outcomes)
+        .bind(&durations)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}

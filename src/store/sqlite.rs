@@ -1,0 +1,469 @@
+//! The embedded SQLite store (WAL).
+//!
+//! Only one process uses a database file, so the ping writer keeps every
+//! touched check's summary in memory and writes each batch of pings, with the
+//! summaries and runs it changed, as ONE statement string that contains its own
+//! `BEGIN IMMEDIATE … COMMIT`: sqlx's SQLite driver costs ~60–100 µs per call,
+//! far more than SQLite itself (see PERF-NOTES.md).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use async_trait::async_trait;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Connection, SqlitePool};
+use tokio::sync::Mutex;
+use uuid::Uuid;
+
+use super::{
+    bind_check_values, check_ref, effective_kind, insert_check_sql, Check, CheckRef, CheckRow,
+    CheckSource, CheckValues, NewPing, PingAck, PingRecord, RunRecord, Store, StoreError,
+    SummaryRow, CHECK_COLUMNS,
+};
+use crate::config;
+use crate::domain::check::{CheckSpec, Methods};
+use crate::domain::ping::{PingFacts, RunChange, Summary, UnixMs};
+
+/// The SQLite implementation of [`Store`].
+pub struct SqliteStore {
+    pool: SqlitePool,
+    writer: Mutex<Writer>,
+}
+
+/// What the single ping writer owns: its connection and the summaries it keeps.
+struct Writer {
+    conn: SqliteConnection,
+    checks: HashMap<i64, Cached>,
+    next_run_id: Option<i64>,
+}
+
+#[derive(Clone)]
+struct Cached {
+    summary: Summary,
+    paused: bool,
+    manual_resume: bool,
+    methods: Methods,
+}
+
+#[derive(sqlx::FromRow)]
+struct CachedRow {
+    id: i64,
+    paused: bool,
+    manual_resume: bool,
+    methods: String,
+    #[sqlx(flatten)]
+    state: SummaryRow,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database and applies migrations.
+    pub async fn connect(url: &str, sync: config::SqliteSynchronous) -> anyhow::Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .with_context(|| "database_url is not a valid sqlite:// URL")?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(match sync {
+                config::SqliteSynchronous::Normal => SqliteSynchronous::Normal,
+                config::SqliteSynchronous::Full => SqliteSynchronous::Full,
+            })
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.clone())
+            .await
+            .context("cannot open the SQLite database")?;
+        sqlx::migrate!("migrations/sqlite")
+            .run(&pool)
+            .await
+            .context("cannot apply SQLite migrations")?;
+        let conn = SqliteConnection::connect_with(&options)
+            .await
+            .context("cannot open the SQLite writer connection")?;
+        Ok(SqliteStore {
+            pool,
+            writer: Mutex::new(Writer {
+                conn,
+                checks: HashMap::new(),
+                next_run_id: None,
+            }),
+        })
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn health(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn create_check(
+        &self,
+        spec: &CheckSpec,
+        source: CheckSource,
+        now: UnixMs,
+    ) -> Result<Check, StoreError> {
+        let v = CheckValues::new(spec, source)?;
+        let mut tx = self.pool.begin().await?;
+        let sql = insert_check_sql(|_| "?".to_string());
+        let (id,): (i64,) = bind_check_values!(sqlx::query_as(&sql), v, now)
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO check_state (check_id) VALUES (?)")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.check_by_id(id).await
+    }
+
+    async fn check_by_uuid(&self, uuid: Uuid) -> Result<Check, StoreError> {
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+             WHERE c.uuid = ?"
+        );
+        let row: CheckRow = sqlx::query_as(&sql)
+            .bind(uuid.to_string())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.into_check()?)
+    }
+
+    async fn list_checks(&self) -> Result<Vec<Check>, StoreError> {
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+             ORDER BY c.id"
+        );
+        let rows: Vec<CheckRow> = sqlx::query_as(&sql).fetch_all(&self.pool).await?;
+        rows.into_iter()
+            .map(|r| r.into_check().map_err(StoreError::Other))
+            .collect()
+    }
+
+    async fn check_ref_by_uuid(&self, uuid: Uuid) -> Result<Option<CheckRef>, StoreError> {
+        let row: Option<(i64, String, Option<String>)> =
+            sqlx::query_as("SELECT id, uuid, slug FROM checks WHERE uuid = ?")
+                .bind(uuid.to_string())
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.and_then(check_ref))
+    }
+
+    async fn check_ref_by_slug(&self, slug: &str) -> Result<Option<CheckRef>, StoreError> {
+        let row: Option<(i64, String, Option<String>)> =
+            sqlx::query_as("SELECT id, uuid, slug FROM checks WHERE slug = ?")
+                .bind(slug)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.and_then(check_ref))
+    }
+
+    async fn all_check_refs(&self) -> Result<Vec<CheckRef>, StoreError> {
+        let rows: Vec<(i64, String, Option<String>)> =
+            sqlx::query_as("SELECT id, uuid, slug FROM checks")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().filter_map(check_ref).collect())
+    }
+
+    async fn write_pings(&self, pings: &[NewPing]) -> Result<Vec<PingAck>, StoreError> {
+        self.writer.lock().await.write(pings).await
+    }
+
+    async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError> {
+        let rows: Vec<super::PingRow> = sqlx::query_as(
+            "SELECT id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, \
+             scheme, body, duration_ms FROM pings WHERE check_id = ? ORDER BY id DESC LIMIT ?",
+        )
+        .bind(check_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(super::PingRow::into_record).collect())
+    }
+
+    async fn list_runs(&self, check_id: i64, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, rid, started_at, ended_at, outcome, reason, duration_ms, overlapped \
+             FROM runs WHERE check_id = ? ORDER BY id DESC LIMIT ?",
+        )
+        .bind(check_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}
+
+impl SqliteStore {
+    async fn check_by_id(&self, id: i64) -> Result<Check, StoreError> {
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+             WHERE c.id = ?"
+        );
+        let row: CheckRow = sqlx::query_as(&sql).bind(id).fetch_one(&self.pool).await?;
+        Ok(row.into_check()?)
+    }
+}
+
+impl Writer {
+    /// Writes one batch; see the module comment.
+    async fn write(&mut self, pings: &[NewPing]) -> Result<Vec<PingAck>, StoreError> {
+        let w = self;
+        w.load_missing(pings).await?;
+        if w.next_run_id.is_none() {
+            let (max,): (i64,) = sqlx::query_as("SELECT COALESCE(MAX(id), 0) FROM runs")
+                .fetch_one(&mut w.conn)
+                .await?;
+            w.next_run_id = Some(max + 1);
+        }
+
+        // Work on copies so that a failed commit leaves the cache as the database is.
+        let mut touched: HashMap<i64, Cached> = HashMap::new();
+        let mut next_run_id = w.next_run_id.unwrap_or(1);
+        let mut sql = String::with_capacity(256 + pings.len() * 160);
+        sql.push_str("BEGIN IMMEDIATE;\nINSERT INTO pings (check_id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, scheme, body, duration_ms) VALUES ");
+        let mut acks = Vec::with_capacity(pings.len());
+        let mut runs = Vec::new();
+        let mut resumed = Vec::new();
+        for (i, p) in pings.iter().enumerate() {
+            let entry = match touched.entry(p.check_id) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let cached = w.checks.get(&p.check_id).cloned().ok_or_else(|| {
+                        StoreError::Other(anyhow::anyhow!("check {} vanished", p.check_id))
+                    })?;
+                    e.insert(cached)
+                }
+            };
+            let (kind, resume) = effective_kind(
+                p.kind,
+                &p.method,
+                entry.methods,
+                entry.paused,
+                entry.manual_resume,
+            );
+            if resume {
+                entry.paused = false;
+                resumed.push(p.check_id);
+            }
+            let facts = PingFacts {
+                at: p.at,
+                kind,
+                items: p.items,
+                rid: p.rid,
+            };
+            let applied = entry.summary.apply(&facts, &mut || {
+                let id = next_run_id;
+                next_run_id += 1;
+                id
+            });
+            runs.extend(applied.runs.into_iter().map(|r| (p.check_id, r)));
+            if i > 0 {
+                sql.push(',');
+            }
+            let _ = write!(
+                sql,
+                "({},{},{},'{}',{},{},{},{},{},{},'{}',{},{})",
+                p.check_id,
+                applied.n,
+                p.at,
+                kind.as_str(),
+                opt_int(p.exit_status.map(i64::from)),
+                opt_int(p.items.map(crate::domain::ping::clamp_items)),
+                opt_text(p.rid.map(|r| r.to_string()).as_deref()),
+                text(&p.method),
+                opt_text(p.remote_addr.as_deref()),
+                opt_text(p.user_agent.as_deref()),
+                p.scheme,
+                blob(&p.body),
+                opt_int(applied.duration_ms),
+            );
+            acks.push(PingAck { kind, n: applied.n });
+        }
+        sql.push_str(";\n");
+        write_summaries(&mut sql, &touched)?;
+        write_runs(&mut sql, &runs);
+        if !resumed.is_empty() {
+            let ids: Vec<String> = resumed.iter().map(i64::to_string).collect();
+            let _ = writeln!(
+                sql,
+                "UPDATE checks SET paused = 0 WHERE id IN ({});",
+                ids.join(",")
+            );
+        }
+        sql.push_str("COMMIT;");
+
+        if let Err(e) = sqlx::Executor::execute(&mut w.conn, sqlx::raw_sql(&sql)).await {
+            // The statement string carries its own transaction: make sure a
+            // failure half-way leaves no transaction open on this connection.
+            let _ = sqlx::Executor::execute(&mut w.conn, sqlx::raw_sql("ROLLBACK")).await;
+            return Err(StoreError::Other(
+                anyhow::Error::new(e).context("cannot store a batch of pings"),
+            ));
+        }
+        w.next_run_id = Some(next_run_id);
+        w.checks.extend(touched);
+        Ok(acks)
+    }
+
+    /// Reads the summaries of checks this writer has not seen yet.
+    async fn load_missing(&mut self, pings: &[NewPing]) -> Result<(), StoreError> {
+        let mut missing: Vec<i64> = pings
+            .iter()
+            .map(|p| p.check_id)
+            .filter(|id| !self.checks.contains_key(id))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        let ids: Vec<String> = missing.iter().map(i64::to_string).collect();
+        let sql = format!(
+            "SELECT c.id, c.paused, c.manual_resume, c.methods, s.n_pings, s.last_ping_at, \
+             s.last_ping_kind, s.last_success_at, s.last_start_at, s.last_failure_at, \
+             s.last_items, s.last_items_at, s.zero_streak_since, s.zero_streak_runs, \
+             s.consecutive_failures, s.consecutive_successes, s.last_duration_ms, s.open_runs, \
+             s.overlap_count FROM checks c JOIN check_state s ON s.check_id = c.id WHERE c.id IN ({})",
+            ids.join(",")
+        );
+        let rows: Vec<CachedRow> = sqlx::query_as(&sql).fetch_all(&mut self.conn).await?;
+        for row in rows {
+            self.checks.insert(
+                row.id,
+                Cached {
+                    summary: row.state.into_summary()?,
+                    paused: row.paused,
+                    manual_resume: row.manual_resume,
+                    methods: if row.methods == "POST" {
+                        Methods::Post
+                    } else {
+                        Methods::Any
+                    },
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
+fn write_summaries(sql: &mut String, touched: &HashMap<i64, Cached>) -> Result<(), StoreError> {
+    sql.push_str(
+        "INSERT INTO check_state (check_id, n_pings, last_ping_at, last_ping_kind, \
+         last_success_at, last_start_at, last_failure_at, last_items, last_items_at, \
+         zero_streak_since, zero_streak_runs, consecutive_failures, consecutive_successes, \
+         last_duration_ms, open_runs, overlap_count) VALUES ",
+    );
+    for (i, (id, c)) in touched.iter().enumerate() {
+        let s = &c.summary;
+        if i > 0 {
+            sql.push(',');
+        }
+        let open_runs = serde_json::to_string(&s.open_runs).map_err(anyhow::Error::from)?;
+        let _ = write!(
+            sql,
+            "({id},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{})",
+            s.n_pings,
+            opt_int(s.last_ping_at),
+            opt_text(s.last_ping_kind.map(|k| k.as_str())),
+            opt_int(s.last_success_at),
+            opt_int(s.last_start_at),
+            opt_int(s.last_failure_at),
+            opt_int(s.last_items),
+            opt_int(s.last_items_at),
+            opt_int(s.zero_streak_since),
+            s.zero_streak_runs,
+            s.consecutive_failures,
+            s.consecutive_successes,
+            opt_int(s.last_duration_ms),
+            text(&open_runs),
+            s.overlaps,
+        );
+    }
+    sql.push_str(
+        " ON CONFLICT (check_id) DO UPDATE SET n_pings = excluded.n_pings, \
+         last_ping_at = excluded.last_ping_at, last_ping_kind = excluded.last_ping_kind, \
+         last_success_at = excluded.last_success_at, last_start_at = excluded.last_start_at, \
+         last_failure_at = excluded.last_failure_at, last_items = excluded.last_items, \
+         last_items_at = excluded.last_items_at, zero_streak_since = excluded.zero_streak_since, \
+         zero_streak_runs = excluded.zero_streak_runs, \
+         consecutive_failures = excluded.consecutive_failures, \
+         consecutive_successes = excluded.consecutive_successes, \
+         last_duration_ms = excluded.last_duration_ms, open_runs = excluded.open_runs, \
+         overlap_count = excluded.overlap_count;\n",
+    );
+    Ok(())
+}
+
+/// Inserts first, then updates, so a run opened and closed in one batch works.
+fn write_runs(sql: &mut String, runs: &[(i64, RunChange)]) {
+    let mut first = true;
+    for (check_id, change) in runs {
+        if let RunChange::Open {
+            id,
+            rid,
+            started_at,
+            overlapped,
+        } = change
+        {
+            sql.push_str(if first {
+                "INSERT INTO runs (id, check_id, rid, started_at, overlapped) VALUES "
+            } else {
+                ","
+            });
+            first = false;
+            let _ = write!(
+                sql,
+                "({id},{check_id},{},{started_at},{})",
+                opt_text(rid.map(|r| r.to_string()).as_deref()),
+                i32::from(*overlapped)
+            );
+        }
+    }
+    if !first {
+        sql.push_str(";\n");
+    }
+    for (_, change) in runs {
+        match change {
+            RunChange::Open { .. } => {}
+            RunChange::Overlapped { id } => {
+                let _ = writeln!(sql, "UPDATE runs SET overlapped = 1 WHERE id = {id};");
+            }
+            RunChange::Close {
+                id,
+                ended_at,
+                outcome,
+                duration_ms,
+            } => {
+                let _ = writeln!(
+                    sql,
+                    "UPDATE runs SET ended_at = {ended_at}, outcome = '{}', duration_ms = {duration_ms} WHERE id = {id};",
+                    outcome.as_str()
+                );
+            }
+        }
+    }
+}
+
+fn opt_int(v: Option<i64>) -> String {
+    v.map_or_else(|| "NULL".to_string(), |v| v.to_string())
+}
+
+/// Text as a hex blob cast to TEXT: no quoting rules to get wrong, whatever the bytes.
+fn text(s: &str) -> String {
+    format!("CAST(X'{}' AS TEXT)", hex::encode(s.as_bytes()))
+}
+
+fn opt_text(s: Option<&str>) -> String {
+    s.map_or_else(|| "NULL".to_string(), text)
+}
+
+fn blob(b: &[u8]) -> String {
+    format!("X'{}'", hex::encode(b))
+}
