@@ -1,0 +1,113 @@
+//! Builds the state, the router and the workers, and runs until shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::http::{router, AppState};
+use crate::ingest::Ingest;
+
+/// Serves on `listener` until `shutdown` fires, then stops accepting, lets
+/// in-flight requests finish, commits queued pings, and returns.
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let config = Arc::new(config);
+    warn_about(&config);
+    let store = crate::store::open(&config).await?;
+    let tracker = TaskTracker::new();
+    let writer_stop = CancellationToken::new();
+    let ingest = Ingest::start(
+        store.clone(),
+        config.ping_batch_max,
+        &tracker,
+        writer_stop.clone(),
+    )
+    .await
+    .context("cannot load checks")?;
+    let state = AppState {
+        store,
+        ingest,
+        config: config.clone(),
+    };
+    let app = router(state);
+    let addr = listener.local_addr().context("listener has no address")?;
+    tracing::info!("overdue listening on http://{addr}");
+
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown.cancelled_owned())
+    .await
+    .context("HTTP server failed")?;
+
+    writer_stop.cancel();
+    tracker.close();
+    if tokio::time::timeout(config.shutdown_timeout, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            timeout = ?config.shutdown_timeout,
+            "shutdown timed out; abandoning unfinished background work"
+        );
+    }
+    tracing::info!("overdue stopped");
+    Ok(())
+}
+
+fn warn_about(config: &Config) {
+    if config.api_keys.is_empty() {
+        tracing::warn!(
+            "no API keys are configured: the API answers only requests from loopback \
+             (configure [[api_keys]] to use it from elsewhere)"
+        );
+    }
+    for section in &config.reserved_sections {
+        tracing::warn!(
+            section = %section,
+            "this configuration section is accepted but not acted on by this version"
+        );
+    }
+    if !config.checks.is_empty() {
+        tracing::warn!(
+            checks = config.checks.len(),
+            "checks declared in the config file are validated but not yet created by this version"
+        );
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown requested");
+}
+
+/// Bounds how long a test waits for the server task to end.
+pub const TEST_SHUTDOWN: Duration = Duration::from_secs(10);

@@ -1,0 +1,186 @@
+//! API keys (SPEC §5): `Authorization: Bearer` or `X-Api-Key`, kept as SHA-256
+//! hashes and compared in constant time. With no key configured at all, the
+//! API answers loopback clients only.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::HeaderMap;
+use ipnet::IpNet;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::error::AppError;
+use super::AppState;
+use crate::config::{ApiKey, Scope};
+
+/// A caller allowed to read.
+pub struct ReadAccess;
+
+/// A caller allowed to write.
+pub struct WriteAccess;
+
+impl FromRequestParts<AppState> for ReadAccess {
+    type Rejection = AppError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        authorize(parts, state, Scope::Read).map(|_| ReadAccess)
+    }
+}
+
+impl FromRequestParts<AppState> for WriteAccess {
+    type Rejection = AppError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        authorize(parts, state, Scope::Write).map(|_| WriteAccess)
+    }
+}
+
+fn authorize(parts: &Parts, state: &AppState, needed: Scope) -> Result<(), AppError> {
+    let keys = &state.config.api_keys;
+    if keys.is_empty() {
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0);
+        let client = peer.map(|p| client_ip(p, &parts.headers, &state.config.trusted_proxies));
+        return match client {
+            Some(ip) if ip.is_loopback() => Ok(()),
+            _ => Err(AppError::Forbidden(
+                "no API keys are configured, so the API only answers requests from loopback"
+                    .to_string(),
+            )),
+        };
+    }
+    let presented = presented_key(&parts.headers)
+        .ok_or_else(|| AppError::Unauthorized("missing API key".to_string()))?;
+    let scope = match_key(keys, presented)
+        .ok_or_else(|| AppError::Unauthorized("wrong API key".to_string()))?;
+    if scope < needed {
+        return Err(AppError::Forbidden(
+            "this API key has read scope; this request needs a write key".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// The key a request carries, from `X-Api-Key` or `Authorization: Bearer`.
+pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
+    if let Some(v) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        return Some(v.trim());
+    }
+    let auth = headers.get("authorization")?.to_str().ok()?;
+    let (scheme, token) = auth.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
+/// The scope of the key, comparing against every configured key in constant time.
+pub fn match_key(keys: &[ApiKey], presented: &str) -> Option<Scope> {
+    let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+    let mut found = None;
+    for k in keys {
+        // No early exit: the time taken does not depend on which key matched.
+        if bool::from(k.sha256.ct_eq(&digest)) {
+            found = Some(k.scope);
+        }
+    }
+    found
+}
+
+/// The client's address: the peer, or, when the peer is a trusted proxy, the
+/// rightmost `X-Forwarded-For` entry that is not itself a trusted proxy.
+pub fn client_ip(peer: SocketAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+    let peer_ip = canonical(peer.ip());
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|n| n.contains(ip));
+    if !is_trusted(&peer_ip) {
+        return peer_ip;
+    }
+    let mut hops: Vec<IpAddr> = Vec::new();
+    for value in headers.get_all("x-forwarded-for") {
+        let Ok(value) = value.to_str() else {
+            return peer_ip;
+        };
+        for part in value.split(',') {
+            match part.trim().parse::<IpAddr>() {
+                Ok(ip) => hops.push(canonical(ip)),
+                // A hop we cannot read ends what we can trust.
+                Err(_) => hops.clear(),
+            }
+        }
+    }
+    for ip in hops.iter().rev() {
+        if !is_trusted(ip) {
+            return *ip;
+        }
+    }
+    hops.first().copied().unwrap_or(peer_ip)
+}
+
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn key(name: &str, scope: Scope, secret: &str) -> ApiKey {
+        ApiKey {
+            name: name.to_string(),
+            scope,
+            sha256: Sha256::digest(secret.as_bytes()).into(),
+        }
+    }
+
+    #[test]
+    fn keys_match_by_hash_with_their_scope() {
+        let keys = [
+            key("r", Scope::Read, "read-key-0123456789"),
+            key("w", Scope::Write, "write-key-0123456789"),
+        ];
+        assert_eq!(match_key(&keys, "read-key-0123456789"), Some(Scope::Read));
+        assert_eq!(match_key(&keys, "write-key-0123456789"), Some(Scope::Write));
+        assert_eq!(match_key(&keys, "write-key-012345678"), None);
+    }
+
+    #[test]
+    fn keys_come_from_either_header() {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", HeaderValue::from_static("Bearer abc"));
+        assert_eq!(presented_key(&h), Some("abc"));
+        h.insert("x-api-key", HeaderValue::from_static("xyz"));
+        assert_eq!(presented_key(&h), Some("xyz"));
+        let mut h = HeaderMap::new();
+        h.insert("authorization", HeaderValue::from_static("Basic abc"));
+        assert_eq!(presented_key(&h), None);
+    }
+
+    #[test]
+    fn forwarded_for_is_trusted_only_from_trusted_proxies() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-forwarded-for",
+            HeaderValue::from_static("1.1.1.1, 203.0.113.7, 10.0.0.5"),
+        );
+        let proxy: SocketAddr = "10.0.0.1:1234".parse().unwrap();
+        let stranger: SocketAddr = "198.51.100.1:1234".parse().unwrap();
+        assert_eq!(
+            client_ip(proxy, &h, &trusted),
+            "203.0.113.7".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(
+            client_ip(stranger, &h, &trusted),
+            "198.51.100.1".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(
+            client_ip(proxy, &HeaderMap::new(), &trusted),
+            "10.0.0.1".parse::<IpAddr>().unwrap()
+        );
+    }
+}

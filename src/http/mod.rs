@@ -1,0 +1,51 @@
+//! HTTP: the ping endpoints, the management API, health probes.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{any, get};
+use axum::Router;
+
+use crate::config::Config;
+use crate::ingest::Ingest;
+use crate::store::Store;
+
+pub mod api;
+pub mod auth;
+pub mod error;
+pub mod ping;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub ingest: Arc<Ingest>,
+    pub config: Arc<Config>,
+}
+
+/// The whole HTTP surface.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/ping/{*path}", any(ping::ping))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .nest("/api/v1", api::router())
+        .with_state(state)
+}
+
+/// Liveness: the process serves requests.
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Readiness: the database answers.
+async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    match state.store.health().await {
+        Ok(()) => (StatusCode::OK, "ready"),
+        Err(e) => {
+            tracing::warn!(error = %format!("{e:#}"), "readiness check failed");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable")
+        }
+    }
+}

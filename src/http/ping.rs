@@ -1,0 +1,401 @@
+//! The healthchecks.io-compatible ping endpoints (SPEC §4):
+//! `/ping/{uuid}[/start|/fail|/log|/{exit}]` and `/ping/{ping_key}/{slug}[/…]`.
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Path, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use subtle::ConstantTimeEq;
+use uuid::Uuid;
+
+use super::auth::client_ip;
+use super::AppState;
+use crate::domain::check::CheckSpec;
+use crate::domain::ping::PingKind;
+use crate::ingest::IngestError;
+use crate::store::{CheckRef, CheckSource, NewPing, StoreError};
+
+/// After the stored part of a body, how much more is read and thrown away so
+/// that the client sees our answer instead of a reset connection.
+const BODY_DRAIN_LIMIT: usize = 1 << 20;
+
+/// What the URL asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Action {
+    kind: PingKind,
+    exit_status: Option<u8>,
+}
+
+/// Where the ping goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Target<'a> {
+    Uuid(Uuid),
+    Slug(&'a str),
+}
+
+/// A ping that is answered without being stored.
+#[derive(Debug, PartialEq, Eq)]
+enum Rejection {
+    NotFound,
+    BadRequest(&'static str),
+}
+
+struct Query {
+    rid: Option<Uuid>,
+    items: Option<u64>,
+    create: bool,
+}
+
+/// Handles every ping form and method.
+pub async fn ping(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    method: Method,
+    headers: HeaderMap,
+    Path(path): Path<String>,
+    RawQuery(query): RawQuery,
+    body: Body,
+) -> Response {
+    let limit = state.config.ping_body_limit;
+    let (target, action) =
+        match parse_path(&path, state.config.ping_key.as_ref().map(|k| k.expose())) {
+            Ok(t) => t,
+            Err(r) => return reject(r, limit),
+        };
+    let query = match parse_query(query.as_deref()) {
+        Ok(q) => q,
+        Err(r) => return reject(r, limit),
+    };
+    if query.create && !matches!(target, Target::Slug(_)) {
+        return reject(
+            Rejection::BadRequest("create=1 needs the slug form of the URL"),
+            limit,
+        );
+    }
+
+    let found = match &target {
+        Target::Uuid(u) => state.ingest.resolve_uuid(*u).await,
+        Target::Slug(s) => state.ingest.resolve_slug(s).await,
+    };
+    let (check, created) = match found {
+        Ok(Some(c)) => (c, false),
+        Ok(None) => match target {
+            Target::Slug(slug) if query.create => match create(&state, slug).await {
+                Ok(c) => c,
+                Err(_) => return unavailable(limit),
+            },
+            _ => return reject(Rejection::NotFound, limit),
+        },
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "cannot look up a check");
+            return unavailable(limit);
+        }
+    };
+
+    let body = read_body(body, limit).await;
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let ping = NewPing {
+        check_id: check.id,
+        at: chrono::Utc::now().timestamp_millis(),
+        kind: action.kind,
+        exit_status: action.exit_status,
+        items: query.items,
+        rid: query.rid,
+        method: method.as_str().to_string(),
+        remote_addr: Some(client_ip(peer, &headers, &state.config.trusted_proxies).to_string()),
+        user_agent,
+        scheme: "http",
+        body,
+    };
+    match state.ingest.submit(ping).await {
+        Ok(_) if created => respond(StatusCode::CREATED, "Created", limit),
+        Ok(_) => respond(StatusCode::OK, "OK", limit),
+        Err(IngestError::Unavailable) => unavailable(limit),
+    }
+}
+
+/// Creates a check with defaults for `?create=1`; a concurrent create of the
+/// same slug is not an error.
+async fn create(state: &AppState, slug: &str) -> Result<(CheckRef, bool), StoreError> {
+    let spec = CheckSpec::with_slug(slug);
+    let now = chrono::Utc::now().timestamp_millis();
+    match state
+        .store
+        .create_check(&spec, CheckSource::Ping, now)
+        .await
+    {
+        Ok(check) => {
+            let r = CheckRef {
+                id: check.id,
+                uuid: check.uuid,
+                slug: check.spec.slug,
+            };
+            state.ingest.remember(r.clone());
+            Ok((r, true))
+        }
+        Err(StoreError::Conflict(_)) => match state.ingest.resolve_slug(slug).await? {
+            Some(r) => Ok((r, false)),
+            None => Err(StoreError::NotFound),
+        },
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "cannot create a check from a ping");
+            Err(e)
+        }
+    }
+}
+
+fn parse_path<'a>(
+    path: &'a str,
+    ping_key: Option<&str>,
+) -> Result<(Target<'a>, Action), Rejection> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let success = Action {
+        kind: PingKind::Success,
+        exit_status: None,
+    };
+    match parts[..] {
+        [code] => Uuid::parse_str(code)
+            .map(|u| (Target::Uuid(u), success))
+            .map_err(|_| Rejection::NotFound),
+        [first, second] => {
+            if let Ok(u) = Uuid::parse_str(first) {
+                if let Some(action) = parse_action(second)? {
+                    return Ok((Target::Uuid(u), action));
+                }
+            }
+            Ok((slug_target(first, second, ping_key)?, success))
+        }
+        [key, slug, action] => {
+            let target = slug_target(key, slug, ping_key)?;
+            match parse_action(action)? {
+                Some(a) => Ok((target, a)),
+                None => Err(Rejection::NotFound),
+            }
+        }
+        _ => Err(Rejection::NotFound),
+    }
+}
+
+/// `None` when the segment is not an action at all (it may be a slug).
+fn parse_action(segment: &str) -> Result<Option<Action>, Rejection> {
+    let kind = match segment {
+        "start" => PingKind::Start,
+        "fail" => PingKind::Fail,
+        "log" => PingKind::Log,
+        s if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            return match s.parse::<u8>() {
+                Ok(0) => Ok(Some(Action {
+                    kind: PingKind::Success,
+                    exit_status: Some(0),
+                })),
+                Ok(code) => Ok(Some(Action {
+                    kind: PingKind::Fail,
+                    exit_status: Some(code),
+                })),
+                Err(_) => Err(Rejection::BadRequest("invalid url format")),
+            };
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(Action {
+        kind,
+        exit_status: None,
+    }))
+}
+
+fn slug_target<'a>(
+    key: &str,
+    slug: &'a str,
+    ping_key: Option<&str>,
+) -> Result<Target<'a>, Rejection> {
+    let Some(expected) = ping_key else {
+        return Err(Rejection::NotFound);
+    };
+    if !bool::from(key.as_bytes().ct_eq(expected.as_bytes())) {
+        return Err(Rejection::NotFound);
+    }
+    if slug.is_empty()
+        || !slug
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(Rejection::NotFound);
+    }
+    if slug.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Err(Rejection::BadRequest("slug must be lowercase"));
+    }
+    Ok(Target::Slug(slug))
+}
+
+fn parse_query(query: Option<&str>) -> Result<Query, Rejection> {
+    let mut q = Query {
+        rid: None,
+        items: None,
+        create: false,
+    };
+    for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match key.as_ref() {
+            "rid" => {
+                q.rid = Some(
+                    Uuid::parse_str(value.trim())
+                        .map_err(|_| Rejection::BadRequest("invalid uuid format"))?,
+                )
+            }
+            "items" => {
+                let v = value.trim();
+                if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(Rejection::BadRequest(
+                        "items must be a non-negative integer",
+                    ));
+                }
+                q.items = Some(v.parse().map_err(|_| {
+                    Rejection::BadRequest("items must be at most 18446744073709551615")
+                })?);
+            }
+            "create" => q.create = value == "1",
+            _ => {}
+        }
+    }
+    Ok(q)
+}
+
+/// Reads the first `limit` bytes of the body; the rest (up to a bound) is read
+/// and discarded, so that a client sending more still gets its answer.
+async fn read_body(mut body: Body, limit: usize) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { break };
+        if let Ok(data) = frame.into_data() {
+            if kept.len() < limit {
+                let take = (limit - kept.len()).min(data.len());
+                kept.extend_from_slice(&data[..take]);
+            }
+            seen += data.len();
+            if seen > limit + BODY_DRAIN_LIMIT {
+                break;
+            }
+        }
+    }
+    kept
+}
+
+fn respond(status: StatusCode, text: &'static str, limit: usize) -> Response {
+    let mut response = (status, text).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    h.insert("ping-body-limit", HeaderValue::from(limit));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-store, must-revalidate"),
+    );
+    response
+}
+
+fn reject(r: Rejection, limit: usize) -> Response {
+    match r {
+        Rejection::NotFound => respond(StatusCode::NOT_FOUND, "not found", limit),
+        Rejection::BadRequest(why) => respond(StatusCode::BAD_REQUEST, why, limit),
+    }
+}
+
+fn unavailable(limit: usize) -> Response {
+    respond(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the ping could not be stored, try again",
+        limit,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const U: &str = "0b8e6a4e-51f4-4d7c-9d2d-2a1a3f6c7e11";
+
+    fn parsed(path: &str) -> Result<(Target<'_>, Action), Rejection> {
+        parse_path(path, Some("pingkey-123"))
+    }
+
+    fn kind(path: &str) -> (PingKind, Option<u8>) {
+        let (_, a) = parsed(path).unwrap();
+        (a.kind, a.exit_status)
+    }
+
+    #[test]
+    fn uuid_forms() {
+        assert_eq!(kind(U), (PingKind::Success, None));
+        assert_eq!(kind(&format!("{U}/start")), (PingKind::Start, None));
+        assert_eq!(kind(&format!("{U}/fail")), (PingKind::Fail, None));
+        assert_eq!(kind(&format!("{U}/log")), (PingKind::Log, None));
+        assert_eq!(kind(&format!("{U}/0")), (PingKind::Success, Some(0)));
+        assert_eq!(kind(&format!("{U}/1")), (PingKind::Fail, Some(1)));
+        assert_eq!(kind(&format!("{U}/255")), (PingKind::Fail, Some(255)));
+        assert_eq!(
+            parsed(&format!("{U}/256")).err(),
+            Some(Rejection::BadRequest("invalid url format"))
+        );
+        assert_eq!(parsed("not-a-uuid").err(), Some(Rejection::NotFound));
+        assert_eq!(
+            parsed(&format!("{U}/start/x")).err(),
+            Some(Rejection::NotFound)
+        );
+    }
+
+    #[test]
+    fn slug_forms() {
+        let (t, a) = parsed("pingkey-123/backup").unwrap();
+        assert_eq!(t, Target::Slug("backup"));
+        assert_eq!(a.kind, PingKind::Success);
+        let (_, a) = parsed("pingkey-123/backup/fail").unwrap();
+        assert_eq!(a.kind, PingKind::Fail);
+        let (_, a) = parsed("pingkey-123/backup/3").unwrap();
+        assert_eq!((a.kind, a.exit_status), (PingKind::Fail, Some(3)));
+        assert_eq!(
+            parsed("pingkey-123/Backup").err(),
+            Some(Rejection::BadRequest("slug must be lowercase"))
+        );
+        assert_eq!(parsed("wrong-key/backup").err(), Some(Rejection::NotFound));
+        assert_eq!(
+            parsed("pingkey-123/../etc").err(),
+            Some(Rejection::NotFound)
+        );
+        assert_eq!(
+            parsed("pingkey-123/backup/nope").err(),
+            Some(Rejection::NotFound)
+        );
+        assert_eq!(
+            parse_path("pingkey-123/backup", None).err(),
+            Some(Rejection::NotFound)
+        );
+    }
+
+    #[test]
+    fn query_validation() {
+        let q = parse_query(Some(&format!("rid={U}&items=12")))
+            .ok()
+            .unwrap();
+        assert_eq!(q.items, Some(12));
+        assert_eq!(q.rid, Some(Uuid::parse_str(U).unwrap()));
+        for bad in ["items=-1", "items=1.5", "items=abc", "items=", "rid=nope"] {
+            assert!(parse_query(Some(bad)).is_err(), "{bad}");
+        }
+        assert!(parse_query(Some("items=99999999999999999999999")).is_err());
+        assert_eq!(
+            parse_query(Some("items=18446744073709551615"))
+                .ok()
+                .unwrap()
+                .items,
+            Some(u64::MAX)
+        );
+        assert!(parse_query(Some("create=1")).ok().unwrap().create);
+    }
+}

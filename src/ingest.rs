@@ -1,0 +1,167 @@
+//! The ping path between HTTP and the store: routes a ping to its check through
+//! an in-memory map (falling back to the database for checks created by another
+//! replica), and writes pings through one batching writer task (group commit).
+//!
+//! The writer owns every database write of pings, so a client that disconnects
+//! mid-request cannot cancel or tear a transaction: its ping is committed or
+//! not with the rest of its batch, and only a committed ping is acknowledged.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
+use crate::store::{CheckRef, NewPing, PingAck, Store, StoreError};
+
+/// Why a ping could not be stored.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// The database failed; the ping was not stored.
+    #[error("the ping could not be stored")]
+    Unavailable,
+}
+
+struct Job {
+    ping: NewPing,
+    reply: oneshot::Sender<Result<PingAck, IngestError>>,
+}
+
+/// Handle to the ping path, shared by all request handlers.
+pub struct Ingest {
+    store: Arc<dyn Store>,
+    by_uuid: RwLock<HashMap<Uuid, CheckRef>>,
+    by_slug: RwLock<HashMap<String, CheckRef>>,
+    tx: mpsc::Sender<Job>,
+}
+
+impl Ingest {
+    /// Warms the routing map from the store and starts the writer task, which
+    /// runs until `stop` fires and then drains what is queued.
+    pub async fn start(
+        store: Arc<dyn Store>,
+        batch_max: usize,
+        tracker: &TaskTracker,
+        stop: CancellationToken,
+    ) -> Result<Arc<Ingest>, StoreError> {
+        let refs = store.all_check_refs().await?;
+        let mut by_uuid = HashMap::with_capacity(refs.len());
+        let mut by_slug = HashMap::new();
+        for r in refs {
+            if let Some(slug) = &r.slug {
+                by_slug.insert(slug.clone(), r.clone());
+            }
+            by_uuid.insert(r.uuid, r);
+        }
+        // Bounded: under overload, handlers wait here (backpressure) instead of
+        // growing memory without limit.
+        let (tx, rx) = mpsc::channel(batch_max.max(1) * 8);
+        tracker.spawn(writer(store.clone(), rx, batch_max.max(1), stop));
+        Ok(Arc::new(Ingest {
+            store,
+            by_uuid: RwLock::new(by_uuid),
+            by_slug: RwLock::new(by_slug),
+            tx,
+        }))
+    }
+
+    /// The check with this uuid, from memory or else from the database.
+    pub async fn resolve_uuid(&self, uuid: Uuid) -> Result<Option<CheckRef>, StoreError> {
+        if let Some(r) = read(&self.by_uuid).get(&uuid) {
+            return Ok(Some(r.clone()));
+        }
+        let found = self.store.check_ref_by_uuid(uuid).await?;
+        if let Some(r) = &found {
+            self.remember(r.clone());
+        }
+        Ok(found)
+    }
+
+    /// The check with this slug, from memory or else from the database.
+    pub async fn resolve_slug(&self, slug: &str) -> Result<Option<CheckRef>, StoreError> {
+        if let Some(r) = read(&self.by_slug).get(slug) {
+            return Ok(Some(r.clone()));
+        }
+        let found = self.store.check_ref_by_slug(slug).await?;
+        if let Some(r) = &found {
+            self.remember(r.clone());
+        }
+        Ok(found)
+    }
+
+    /// Adds a check to the routing map (after it was created).
+    pub fn remember(&self, r: CheckRef) {
+        if let Some(slug) = &r.slug {
+            write(&self.by_slug).insert(slug.clone(), r.clone());
+        }
+        write(&self.by_uuid).insert(r.uuid, r);
+    }
+
+    /// Queues a ping and waits until its batch is committed.
+    pub async fn submit(&self, ping: NewPing) -> Result<PingAck, IngestError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Job { ping, reply })
+            .await
+            .map_err(|_| IngestError::Unavailable)?;
+        rx.await.map_err(|_| IngestError::Unavailable)?
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    // A panic while holding the lock cannot leave a HashMap half-updated in a
+    // way that matters here, so a poisoned lock is still usable.
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Takes whatever is queued (up to `batch_max`) and commits it as one batch:
+/// while one batch commits, the next one gathers.
+async fn writer(
+    store: Arc<dyn Store>,
+    mut rx: mpsc::Receiver<Job>,
+    batch_max: usize,
+    stop: CancellationToken,
+) {
+    let mut pings: Vec<NewPing> = Vec::with_capacity(batch_max);
+    let mut replies = Vec::with_capacity(batch_max);
+    loop {
+        let first = tokio::select! {
+            biased;
+            job = rx.recv() => job,
+            _ = stop.cancelled() => {
+                // Stop taking new pings, but commit the ones already queued.
+                rx.close();
+                rx.recv().await
+            }
+        };
+        let Some(first) = first else { break };
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            pings.push(job.ping);
+            replies.push(job.reply);
+            if pings.len() < batch_max {
+                next = rx.try_recv().ok();
+            }
+        }
+        match store.write_pings(&pings).await {
+            Ok(acks) => {
+                for (reply, ack) in replies.drain(..).zip(acks) {
+                    let _ = reply.send(Ok(ack));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), pings = pings.len(), "a batch of pings could not be stored");
+                for reply in replies.drain(..) {
+                    let _ = reply.send(Err(IngestError::Unavailable));
+                }
+            }
+        }
+        pings.clear();
+    }
+}
