@@ -1,0 +1,108 @@
+//! The binary: config validation reports every problem with its key.
+
+use std::process::Command;
+
+fn overdue() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_overdue"));
+    c.env_remove("OVERDUE_DATABASE_URL")
+        .env_remove("OVERDUE_CONFIG");
+    c
+}
+
+#[test]
+fn invalid_config_names_every_bad_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        r#"
+listen = "nowhere"
+heartbeat_period = "often"
+log_format = "xml"
+trusted_proxies = ["10.0.0.0/33"]
+colour = "blue"
+
+[[api_keys]]
+name = "ops"
+scope = "admin"
+key = "0123456789abcdef"
+
+[[checks]]
+slug = "a"
+interval = "fast"
+
+[[checks]]
+slug = "a"
+"#,
+    )
+    .unwrap();
+    let out = overdue()
+        .arg("--config")
+        .arg(&path)
+        .arg("serve")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for key in [
+        "listen:",
+        "heartbeat_period:",
+        "log_format:",
+        "trusted_proxies[0]:",
+        "colour: unknown key",
+        "api_keys[0]: scope:",
+        "checks[0].interval:",
+        "checks[1].slug:",
+    ] {
+        assert!(err.contains(key), "{key} missing from:\n{err}");
+    }
+}
+
+#[test]
+fn environment_overrides_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ok.toml");
+    std::fs::write(&path, "listen = \"127.0.0.1:0\"\n").unwrap();
+    let out = overdue()
+        .arg("--config")
+        .arg(&path)
+        .arg("migrate")
+        .env("OVERDUE_PING_BODY_LIMIT", "not-a-number")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ping_body_limit"), "{err}");
+}
+
+#[test]
+fn migrate_creates_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("x.db");
+    let out = overdue()
+        .arg("migrate")
+        .env("OVERDUE_DATABASE_URL", format!("sqlite://{}", db.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(db.exists());
+}
+
+#[test]
+fn syntax_errors_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.toml");
+    std::fs::write(&path, "listen = \n").unwrap();
+    let out = overdue()
+        .arg("--config")
+        .arg(&path)
+        .arg("serve")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("broken.toml"));
+}

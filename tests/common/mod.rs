@@ -1,0 +1,373 @@
+//! Test harness: the real server on 127.0.0.1:0, on a fresh SQLite file or a
+//! fresh PostgreSQL database (when OVERDUE_TEST_POSTGRES_URL is set).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use overdue::config::Config;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub const PING_KEY: &str = "test-ping-key";
+
+/// Which database a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Runs an async test body once per backend: `both_backends!(name, |backend| async move { … })`.
+#[macro_export]
+macro_rules! both_backends {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let f = $body;
+                f($crate::common::Backend::Sqlite).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if $crate::common::postgres_base_url().is_none() {
+                    eprintln!(
+                        "skipping {}::postgres: OVERDUE_TEST_POSTGRES_URL is not set",
+                        stringify!($name)
+                    );
+                    return;
+                }
+                let f = $body;
+                f($crate::common::Backend::Postgres).await;
+            }
+        }
+    };
+}
+
+/// The PostgreSQL server tests use, if any.
+pub fn postgres_base_url() -> Option<String> {
+    std::env::var("OVERDUE_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|s| !s.is_empty())
+}
+
+/// A database of its own for one test; dropped (PostgreSQL) or deleted (SQLite) after.
+pub struct TestDb {
+    pub url: String,
+    pub backend: Backend,
+    pub dir: tempfile::TempDir,
+    pg_name: Option<String>,
+}
+
+impl TestDb {
+    pub async fn new(backend: Backend) -> TestDb {
+        let dir = tempfile::tempdir().expect("temp dir");
+        match backend {
+            Backend::Sqlite => TestDb {
+                url: format!("sqlite://{}", dir.path().join("overdue.db").display()),
+                backend,
+                dir,
+                pg_name: None,
+            },
+            Backend::Postgres => {
+                let base = postgres_base_url().expect("OVERDUE_TEST_POSTGRES_URL");
+                let name = format!("overdue_t_{}", uuid::Uuid::new_v4().simple());
+                let mut admin = sqlx::PgConnection::connect_lazy(&base).await;
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut admin)
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!("OVERDUE_TEST_POSTGRES_URL is set but CREATE DATABASE failed: {e}")
+                    });
+                TestDb {
+                    url: replace_db_name(&base, &name),
+                    backend,
+                    dir,
+                    pg_name: Some(name),
+                }
+            }
+        }
+    }
+
+    /// Opens a direct connection to the test database (to inject faults or inspect).
+    pub async fn sql(&self, statement: &str) {
+        use sqlx::Connection;
+        match self.backend {
+            Backend::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::raw_sql(statement).execute(&mut c).await.unwrap();
+            }
+            Backend::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                sqlx::raw_sql(statement).execute(&mut c).await.unwrap();
+            }
+        }
+    }
+
+    /// Makes every insert into `pings` fail, as a broken database would.
+    pub async fn break_pings(&self) {
+        match self.backend {
+            Backend::Sqlite => {
+                self.sql(
+                    "CREATE TRIGGER injected_failure BEFORE INSERT ON pings \
+                     BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+                )
+                .await
+            }
+            Backend::Postgres => {
+                self.sql(
+                    "CREATE FUNCTION injected_failure() RETURNS trigger AS $$ \
+                     BEGIN RAISE EXCEPTION 'injected failure'; END $$ LANGUAGE plpgsql; \
+                     CREATE TRIGGER injected_failure BEFORE INSERT ON pings \
+                     FOR EACH ROW EXECUTE FUNCTION injected_failure();",
+                )
+                .await
+            }
+        }
+    }
+
+    /// Undoes [`TestDb::break_pings`].
+    pub async fn repair_pings(&self) {
+        match self.backend {
+            Backend::Sqlite => self.sql("DROP TRIGGER injected_failure").await,
+            Backend::Postgres => {
+                self.sql(
+                    "DROP TRIGGER injected_failure ON pings; DROP FUNCTION injected_failure();",
+                )
+                .await
+            }
+        }
+    }
+
+    /// The TOML lines that point a server at this database.
+    pub fn config_toml(&self, extra: &str) -> String {
+        format!(
+            "listen = \"127.0.0.1:0\"\ndatabase_url = \"{}\"\nping_key = \"{PING_KEY}\"\n{extra}\n",
+            self.url
+        )
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let (Some(name), Some(base)) = (self.pg_name.take(), postgres_base_url()) else {
+            return;
+        };
+        // Drop runs outside async context: use a small runtime of its own.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                use sqlx::Connection;
+                if let Ok(mut c) = sqlx::PgConnection::connect(&base).await {
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&mut c)
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+trait ConnectLazy {
+    async fn connect_lazy(url: &str) -> sqlx::PgConnection;
+}
+
+impl ConnectLazy for sqlx::PgConnection {
+    async fn connect_lazy(url: &str) -> sqlx::PgConnection {
+        use sqlx::Connection;
+        sqlx::PgConnection::connect(url).await.unwrap_or_else(|e| {
+            panic!("OVERDUE_TEST_POSTGRES_URL is set but PostgreSQL cannot be reached: {e}")
+        })
+    }
+}
+
+fn replace_db_name(url: &str, name: &str) -> String {
+    let (without_query, query) = match url.split_once('?') {
+        Some((a, q)) => (a, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = without_query.find("://").map_or(0, |i| i + 3);
+    let base = match without_query[scheme_end..].find('/') {
+        Some(slash) => &without_query[..scheme_end + slash],
+        None => without_query,
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// The real server, in this process, on 127.0.0.1:0.
+pub struct TestServer {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub db: TestDb,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestServer {
+    pub async fn start(backend: Backend, extra_toml: &str) -> TestServer {
+        let db = TestDb::new(backend).await;
+        Self::start_on(db, extra_toml).await
+    }
+
+    pub async fn start_on(db: TestDb, extra_toml: &str) -> TestServer {
+        let config = Config::from_toml(&db.config_toml(extra_toml)).expect("test config");
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(overdue::app::run(config, listener, shutdown.clone()));
+        let mut server = TestServer {
+            base,
+            client: client(),
+            db,
+            shutdown,
+            task: Some(task),
+        };
+        server.wait_ready().await;
+        server
+    }
+
+    /// Polls /readyz: the listener is bound before the task starts, so this only
+    /// waits for migrations and the check cache, never for a port.
+    async fn wait_ready(&mut self) {
+        for _ in 0..400 {
+            if self.task.as_ref().is_some_and(|t| t.is_finished()) {
+                let result = self.task.take().unwrap().await;
+                panic!("server stopped while starting: {result:?}");
+            }
+            if let Ok(r) = self.client.get(self.url("/readyz")).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("server did not become ready");
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Creates a check through the API and returns its JSON.
+    pub async fn create_check(&self, body: Value) -> Value {
+        let r = self
+            .client
+            .post(self.url("/api/v1/checks"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "create check: {}", r.text().await.unwrap());
+        r.json().await.unwrap()
+    }
+
+    pub async fn get_json(&self, path: &str) -> Value {
+        let r = self.client.get(self.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "GET {path}");
+        r.json().await.unwrap()
+    }
+
+    /// Sends a ping and returns (status, body).
+    pub async fn ping(&self, path: &str) -> (u16, String) {
+        let r = self.client.get(self.url(path)).send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.text().await.unwrap())
+    }
+
+    /// Stops the server and waits for it to finish.
+    pub async fn stop(mut self) -> TestDb {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(overdue::app::TEST_SHUTDOWN, task)
+                .await
+                .expect("server stops in time")
+                .expect("server task")
+                .expect("server ran without error");
+        }
+        let TestServer { db, .. } = self;
+        db
+    }
+}
+
+/// An HTTP client that ignores proxy settings from the environment.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+/// The server as a real child process, for kill -9 tests.
+pub struct ChildServer {
+    pub child: Child,
+    pub base: String,
+}
+
+impl ChildServer {
+    /// Starts `overdue serve` with this config file and waits for its
+    /// "listening on" line (the port is chosen by the kernel).
+    pub fn spawn(config: &Path) -> ChildServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_overdue"))
+            .arg("--config")
+            .arg(config)
+            .arg("serve")
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn overdue");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if !sent {
+                    if let Some(i) = line.find("overdue listening on http://") {
+                        let url = line[i + "overdue listening on ".len()..].trim().to_string();
+                        let _ = tx.send(url);
+                        sent = true;
+                    }
+                }
+                // Keep draining so the child never blocks on a full pipe.
+            }
+        });
+        let base = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("overdue printed its address");
+        ChildServer { child, base }
+    }
+
+    pub fn kill9(mut self) {
+        self.child.kill().expect("SIGKILL");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes a config file into `dir` and returns its path.
+pub fn write_config(dir: &Path, toml: &str) -> PathBuf {
+    let path = dir.join("overdue.toml");
+    std::fs::write(&path, toml).unwrap();
+    path
+}
