@@ -389,3 +389,47 @@ both_backends!(concurrent_pings_are_all_counted, |backend| async move {
         );
     }
 });
+
+both_backends!(pause_and_resume, |backend| async move {
+    let s = server(backend).await;
+    let auto = s.create_check(json!({"slug": "auto"})).await;
+    let manual = s
+        .create_check(json!({"slug": "manual", "manual_resume": true}))
+        .await;
+    for c in [&auto, &manual] {
+        let uuid = c["uuid"].as_str().unwrap();
+        let r = s
+            .client
+            .post(s.url(&format!("/api/v1/checks/{uuid}/pause")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["status"], "paused");
+        assert_eq!(s.ping(&format!("/ping/{uuid}")).await.0, 200);
+    }
+    let auto_uuid = auto["uuid"].as_str().unwrap();
+    let manual_uuid = manual["uuid"].as_str().unwrap();
+    assert_eq!(
+        s.get_json(&format!("/api/v1/checks/{auto_uuid}")).await["status"],
+        "up"
+    );
+    assert_eq!(
+        s.get_json(&format!("/api/v1/checks/{manual_uuid}")).await["status"],
+        "paused"
+    );
+    assert_eq!(pings(&s, manual_uuid).await[0]["type"], "ign");
+    let r = s
+        .client
+        .post(s.url(&format!("/api/v1/checks/{manual_uuid}/resume")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(s.ping(&format!("/ping/{manual_uuid}")).await.0, 200);
+    assert_eq!(
+        s.get_json(&format!("/api/v1/checks/{manual_uuid}")).await["status"],
+        "up"
+    );
+});

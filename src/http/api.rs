@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
@@ -25,6 +25,8 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/checks", get(list_checks).post(create_check))
         .route("/checks/{uuid}", get(get_check))
+        .route("/checks/{uuid}/pause", post(pause_check))
+        .route("/checks/{uuid}/resume", post(resume_check))
         .route("/checks/{uuid}/pings", get(list_pings))
         .route("/checks/{uuid}/runs", get(list_runs))
         .fallback(|| async { AppError::NotFound("no such API route".to_string()) })
@@ -178,6 +180,33 @@ async fn get_check(
     Path(uuid): Path<String>,
 ) -> Result<Json<CheckView>, AppError> {
     let check = find(&state, &uuid).await?;
+    Ok(Json(CheckView::new(check, &state.config.base_url)))
+}
+
+async fn pause_check(
+    State(state): State<AppState>,
+    _: WriteAccess,
+    Path(uuid): Path<String>,
+) -> Result<Json<CheckView>, AppError> {
+    set_paused(state, &uuid, true).await
+}
+
+async fn resume_check(
+    State(state): State<AppState>,
+    _: WriteAccess,
+    Path(uuid): Path<String>,
+) -> Result<Json<CheckView>, AppError> {
+    set_paused(state, &uuid, false).await
+}
+
+async fn set_paused(
+    state: AppState,
+    uuid: &str,
+    paused: bool,
+) -> Result<Json<CheckView>, AppError> {
+    let check = find(&state, uuid).await?;
+    state.store.set_paused(check.id, paused).await?;
+    let check = find(&state, uuid).await?;
     Ok(Json(CheckView::new(check, &state.config.base_url)))
 }
 

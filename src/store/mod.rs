@@ -195,6 +195,8 @@ pub trait Store: Send + Sync + 'static {
     /// Stores a batch of pings and their effect on summaries and runs in one
     /// transaction; called by the single ping writer only. All or nothing.
     async fn write_pings(&self, pings: &[NewPing]) -> Result<Vec<PingAck>, StoreError>;
+    /// Pauses or resumes a check; `NotFound` if it does not exist.
+    async fn set_paused(&self, check_id: i64, paused: bool) -> Result<(), StoreError>;
     /// The newest `limit` pings of a check, newest first.
     async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError>;
     /// The newest `limit` runs of a check, newest first.

@@ -261,6 +261,19 @@ impl Store for PgStore {
         Ok(acks)
     }
 
+    async fn set_paused(&self, check_id: i64, paused: bool) -> Result<(), StoreError> {
+        let done = sqlx::query("UPDATE checks SET paused = $1, updated_at = $2 WHERE id = $3")
+            .bind(paused)
+            .bind(chrono::Utc::now().timestamp_millis())
+            .bind(check_id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
     async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError> {
         let rows: Vec<PingRow> = sqlx::query_as(
             "SELECT id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, \

@@ -176,6 +176,24 @@ impl Store for SqliteStore {
         self.writer.lock().await.write(pings).await
     }
 
+    async fn set_paused(&self, check_id: i64, paused: bool) -> Result<(), StoreError> {
+        // Under the writer's lock, so the summary cache and the table agree.
+        let mut w = self.writer.lock().await;
+        let done = sqlx::query("UPDATE checks SET paused = ?, updated_at = ? WHERE id = ?")
+            .bind(paused)
+            .bind(chrono::Utc::now().timestamp_millis())
+            .bind(check_id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        if let Some(c) = w.checks.get_mut(&check_id) {
+            c.paused = paused;
+        }
+        Ok(())
+    }
+
     async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError> {
         let rows: Vec<super::PingRow> = sqlx::query_as(
             "SELECT id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, \

@@ -36,6 +36,11 @@ macro_rules! both_backends {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
                 if $crate::common::postgres_base_url().is_none() {
+                    // CI must never skip PostgreSQL silently.
+                    assert!(
+                        std::env::var_os("CI").is_none(),
+                        "CI is set but OVERDUE_TEST_POSTGRES_URL is not"
+                    );
                     eprintln!(
                         "skipping {}::postgres: OVERDUE_TEST_POSTGRES_URL is not set",
                         stringify!($name)

@@ -1,0 +1,247 @@
+//! The shared store suite: the same assertions against SQLite and PostgreSQL.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Backend, TestDb};
+use overdue::config::Config;
+use overdue::domain::check::{CheckInput, CheckSpec};
+use overdue::domain::ping::PingKind;
+use overdue::store::{CheckSource, NewPing, Store, StoreError};
+use uuid::Uuid;
+
+async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
+    let db = TestDb::new(backend).await;
+    let config = Config::from_toml(&db.config_toml("")).unwrap();
+    let store = overdue::store::open(&config).await.unwrap();
+    (db, store)
+}
+
+fn spec(json: &str) -> CheckSpec {
+    CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
+}
+
+fn ping(check_id: i64, at: i64, kind: PingKind) -> NewPing {
+    NewPing {
+        check_id,
+        at,
+        kind,
+        exit_status: None,
+        items: None,
+        rid: None,
+        method: "GET".to_string(),
+        remote_addr: Some("127.0.0.1".to_string()),
+        user_agent: Some("it's \"quoted\"; DROP TABLE pings; --".to_string()),
+        scheme: "http",
+        body: b"body \x00\xff".to_vec(),
+    }
+}
+
+both_backends!(checks_round_trip_and_conflict, |backend| async move {
+    let (_db, store) = open(backend).await;
+    let s = spec(
+        r#"{"slug":"nightly","name":"Nightly","labels":{"team":"data"},"cron":"0 3 * * *",
+            "tz":"Europe/London","grace":"1h","active_hours":[{"start":"18:00","end":"09:00"}],
+            "zero_items_after":"2h","zero_items_runs":4,"failure_threshold":3,
+            "recovery_threshold":2,"max_runtime":"30m","alert_on_overlap":true,
+            "manual_resume":true,"methods":"POST"}"#,
+    );
+    let created = store
+        .create_check(&s, CheckSource::Api, 1_000)
+        .await
+        .unwrap();
+    assert_eq!(created.spec.slug, s.slug);
+    let mut expected = s.clone();
+    expected.uuid = Some(created.uuid);
+    assert_eq!(created.spec, expected);
+    assert_eq!(created.created_at, 1_000);
+    assert_eq!(created.summary.n_pings, 0);
+    assert!(!created.paused);
+
+    let again = store.check_by_uuid(created.uuid).await.unwrap();
+    assert_eq!(again.spec, expected);
+    assert!(matches!(
+        store.check_by_uuid(Uuid::new_v4()).await,
+        Err(StoreError::NotFound)
+    ));
+
+    // Same slug, or same uuid: conflict.
+    assert!(matches!(
+        store
+            .create_check(&spec(r#"{"slug":"nightly"}"#), CheckSource::Api, 2)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    let mut same_uuid = spec(r#"{"slug":"other"}"#);
+    same_uuid.uuid = Some(created.uuid);
+    assert!(matches!(
+        store.create_check(&same_uuid, CheckSource::Api, 2).await,
+        Err(StoreError::Conflict(_))
+    ));
+
+    let r = store.check_ref_by_slug("nightly").await.unwrap().unwrap();
+    assert_eq!((r.id, r.uuid), (created.id, created.uuid));
+    assert_eq!(
+        store.check_ref_by_uuid(created.uuid).await.unwrap(),
+        Some(r)
+    );
+    assert_eq!(store.check_ref_by_slug("nope").await.unwrap(), None);
+    store
+        .create_check(&spec("{}"), CheckSource::Config, 3)
+        .await
+        .unwrap();
+    assert_eq!(store.all_check_refs().await.unwrap().len(), 2);
+    let list = store.list_checks().await.unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[1].source, "config");
+});
+
+both_backends!(
+    ping_batches_update_summaries_and_runs,
+    |backend| async move {
+        let (_db, store) = open(backend).await;
+        let a = store
+            .create_check(&spec("{}"), CheckSource::Api, 0)
+            .await
+            .unwrap();
+        let b = store
+            .create_check(&spec("{}"), CheckSource::Api, 0)
+            .await
+            .unwrap();
+        let rid = Uuid::new_v4();
+
+        let mut batch = vec![
+            ping(a.id, 100, PingKind::Start),
+            NewPing {
+                items: Some(5),
+                ..ping(a.id, 400, PingKind::Success)
+            },
+            NewPing {
+                rid: Some(rid),
+                ..ping(b.id, 500, PingKind::Start)
+            },
+            NewPing {
+                items: Some(0),
+                exit_status: Some(0),
+                ..ping(a.id, 600, PingKind::Success)
+            },
+            NewPing {
+                rid: Some(rid),
+                exit_status: Some(4),
+                ..ping(b.id, 900, PingKind::Fail)
+            },
+            ping(b.id, 950, PingKind::Log),
+        ];
+        let acks = store.write_pings(&batch).await.unwrap();
+        let ns: Vec<i64> = acks.iter().map(|a| a.n).collect();
+        assert_eq!(ns, vec![1, 2, 1, 3, 2, 3]);
+
+        let a_now = store.check_by_uuid(a.uuid).await.unwrap().summary;
+        assert_eq!(a_now.n_pings, 3);
+        assert_eq!(a_now.last_success_at, Some(600));
+        assert_eq!(a_now.last_items, Some(0));
+        assert_eq!(a_now.zero_streak_since, Some(600));
+        assert_eq!(a_now.zero_streak_runs, 1);
+        assert_eq!(a_now.last_duration_ms, Some(300));
+        assert!(a_now.open_runs.is_empty());
+        let b_now = store.check_by_uuid(b.uuid).await.unwrap().summary;
+        assert_eq!(b_now.consecutive_failures, 1);
+        assert_eq!(
+            b_now.last_ping_kind,
+            Some(PingKind::Fail),
+            "a log ping is not the last ping"
+        );
+        assert_eq!(b_now.last_duration_ms, Some(400));
+
+        let pings = store.list_pings(b.id, 10).await.unwrap();
+        assert_eq!(pings.len(), 3);
+        assert_eq!(pings[0].kind, PingKind::Log);
+        assert_eq!(pings[1].exit_status, Some(4));
+        assert_eq!(pings[1].rid.as_deref(), Some(rid.to_string().as_str()));
+        assert_eq!(pings[1].duration_ms, Some(400));
+        assert_eq!(pings[1].body, b"body \x00\xff");
+        assert_eq!(
+            pings[1].user_agent.as_deref(),
+            Some("it's \"quoted\"; DROP TABLE pings; --")
+        );
+        assert_eq!(store.list_pings(a.id, 2).await.unwrap().len(), 2);
+
+        let runs = store.list_runs(b.id, 10).await.unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].outcome.as_deref(), Some("failed"));
+        assert_eq!(runs[0].duration_ms, Some(400));
+
+        // A second batch continues from the stored summaries (n, open runs).
+        batch = vec![
+            ping(a.id, 1_000, PingKind::Start),
+            NewPing {
+                rid: Some(Uuid::new_v4()),
+                ..ping(b.id, 1_000, PingKind::Start)
+            },
+            NewPing {
+                rid: Some(Uuid::new_v4()),
+                ..ping(b.id, 1_100, PingKind::Start)
+            },
+        ];
+        let acks = store.write_pings(&batch).await.unwrap();
+        assert_eq!(acks.iter().map(|a| a.n).collect::<Vec<_>>(), vec![4, 4, 5]);
+        let runs = store.list_runs(b.id, 10).await.unwrap();
+        assert_eq!(runs.len(), 3);
+        assert!(runs[0].overlapped && runs[1].overlapped && !runs[2].overlapped);
+        let b_now = store.check_by_uuid(b.uuid).await.unwrap().summary;
+        assert_eq!(b_now.open_runs.len(), 2);
+        assert_eq!(b_now.overlaps, 1);
+        // Run ids keep increasing across batches.
+        let mut ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
+        ids.dedup();
+        assert_eq!(ids.len(), 3);
+    }
+);
+
+both_backends!(paused_checks_resume_unless_manual, |backend| async move {
+    let (_db, store) = open(backend).await;
+    let auto = store
+        .create_check(&spec("{}"), CheckSource::Api, 0)
+        .await
+        .unwrap();
+    let manual = store
+        .create_check(&spec(r#"{"manual_resume":true}"#), CheckSource::Api, 0)
+        .await
+        .unwrap();
+    // Touch both once so the SQLite writer has them cached before pausing.
+    store
+        .write_pings(&[
+            ping(auto.id, 1, PingKind::Log),
+            ping(manual.id, 1, PingKind::Log),
+        ])
+        .await
+        .unwrap();
+    store.set_paused(auto.id, true).await.unwrap();
+    store.set_paused(manual.id, true).await.unwrap();
+    assert!(matches!(
+        store.set_paused(999_999, true).await,
+        Err(StoreError::NotFound)
+    ));
+
+    let acks = store
+        .write_pings(&[
+            ping(auto.id, 2, PingKind::Success),
+            ping(manual.id, 2, PingKind::Success),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(acks[0].kind, PingKind::Success);
+    assert_eq!(acks[1].kind, PingKind::Ignored);
+    assert!(!store.check_by_uuid(auto.uuid).await.unwrap().paused);
+    let m = store.check_by_uuid(manual.uuid).await.unwrap();
+    assert!(m.paused);
+    assert_eq!(m.summary.last_success_at, None);
+
+    store.set_paused(manual.id, false).await.unwrap();
+    let acks = store
+        .write_pings(&[ping(manual.id, 3, PingKind::Success)])
+        .await
+        .unwrap();
+    assert_eq!(acks[0].kind, PingKind::Success);
+});
