@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use figment::providers::{Env, Format, Toml};
-use figment::value::Dict;
+use figment::value::{Dict, Value};
 use figment::Figment;
 use ipnet::IpNet;
 use serde::de::DeserializeOwned;
@@ -276,18 +276,18 @@ impl Config {
             f.errors
                 .push("ping_batch_max: must be at least 1".to_string());
         }
-        let keys: Option<Vec<ApiKeyInput>> = f.get("api_keys");
+        let keys: Option<Vec<Option<ApiKeyInput>>> = f.list("api_keys");
         let api_keys = keys.map(|keys| {
             keys.into_iter()
                 .enumerate()
-                .filter_map(|(i, k)| f.check(&format!("api_keys[{i}]"), api_key(k)))
+                .filter_map(|(i, k)| f.check(&format!("api_keys[{i}]"), api_key(k?)))
                 .collect::<Vec<_>>()
         });
-        let check_inputs: Option<Vec<CheckInput>> = f.get("checks");
+        let check_inputs: Option<Vec<Option<CheckInput>>> = f.list("checks");
         let checks = check_inputs.map(|inputs| {
             let mut seen = std::collections::HashSet::new();
             for (i, input) in inputs.iter().enumerate() {
-                if let Some(slug) = &input.slug {
+                if let Some(slug) = input.as_ref().and_then(|c| c.slug.as_ref()) {
                     if !seen.insert(slug.clone()) {
                         f.errors
                             .push(format!("checks[{i}].slug: {slug:?} is declared twice"));
@@ -296,6 +296,7 @@ impl Config {
             }
             let mut out = Vec::new();
             for (i, input) in inputs.into_iter().enumerate() {
+                let Some(input) = input else { continue };
                 match CheckSpec::from_input(input) {
                     Ok(spec) => out.push(spec),
                     Err(errs) => {
@@ -375,6 +376,31 @@ impl Fields<'_> {
                 None
             }
         }
+    }
+
+    /// A list of tables, each item deserialized on its own so that one bad
+    /// item does not hide the problems of the others (`None` for a bad item,
+    /// whose problems are recorded).
+    fn list<T: DeserializeOwned>(&mut self, key: &str) -> Option<Vec<Option<T>>> {
+        let items: Vec<Value> = self.get(key)?;
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.into_iter().enumerate() {
+            match item.deserialize::<T>() {
+                Ok(v) => out.push(Some(v)),
+                Err(e) => {
+                    out.push(None);
+                    for e in e {
+                        let mut at = format!("{key}[{i}]");
+                        for part in &e.path {
+                            at.push('.');
+                            at.push_str(part);
+                        }
+                        self.errors.push(format!("{at}: {}", e.kind));
+                    }
+                }
+            }
+        }
+        Some(out)
     }
 
     fn check<T>(&mut self, key: &str, r: Result<T, String>) -> Option<T> {

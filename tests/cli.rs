@@ -106,3 +106,24 @@ fn syntax_errors_name_the_file() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("broken.toml"));
 }
+
+#[test]
+fn one_bad_check_does_not_hide_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("checks.toml");
+    std::fs::write(
+        &path,
+        "[[checks]]\nslug = \"a\"\nintervall = \"5m\"\n\n[[checks]]\ncron = \"0 0 30 2 *\"\n",
+    )
+    .unwrap();
+    let out = overdue()
+        .arg("config")
+        .arg("check")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("checks[0].intervall: unknown field"), "{err}");
+    assert!(err.contains("checks[1].cron:"), "{err}");
+}
