@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
+use crate::evaluator::{Evaluator, Observed};
 use crate::http::{router, AppState};
 use crate::ingest::Ingest;
 
@@ -24,12 +25,42 @@ pub async fn run(
     warn_about(&config);
     let store = crate::store::open(&config).await?;
     let tracker = TaskTracker::new();
-    let writer_stop = CancellationToken::new();
+    let workers_stop = CancellationToken::new();
+
+    // The first heartbeat records how long no replica accepted pings (an
+    // outage before this start), so the evaluator never judges that span.
+    let replica = uuid::Uuid::new_v4().to_string();
+    let started_at = crate::evaluator::now_ms();
+    let observed = Arc::new(Observed::new(Vec::new(), config.heartbeat_period));
+    let gap = i64::try_from(config.heartbeat_period.as_millis() * 2).unwrap_or(i64::MAX);
+    crate::evaluator::beat(&*store, &observed, &replica, started_at, gap).await;
+    let spans = store
+        .unobserved_spans(0)
+        .await
+        .context("cannot read unobserved spans")?;
+    let observed = {
+        let o = Observed::new(spans, config.heartbeat_period);
+        o.beat(crate::evaluator::now_ms(), None);
+        Arc::new(o)
+    };
+    tracker.spawn(crate::evaluator::heartbeat_loop(
+        store.clone(),
+        observed.clone(),
+        replica,
+        started_at,
+        config.heartbeat_period,
+        workers_stop.clone(),
+    ));
+
+    let (evaluator, evaluator_handle) = Evaluator::new(store.clone(), observed.clone());
+    tracker.spawn(evaluator.run(workers_stop.clone()));
+
     let ingest = Ingest::start(
         store.clone(),
         config.ping_batch_max,
         &tracker,
-        writer_stop.clone(),
+        workers_stop.clone(),
+        evaluator_handle.clone(),
     )
     .await
     .context("cannot load checks")?;
@@ -37,6 +68,8 @@ pub async fn run(
         store,
         ingest,
         config: config.clone(),
+        evaluator: evaluator_handle,
+        observed,
     };
     let app = router(state);
     let addr = listener.local_addr().context("listener has no address")?;
@@ -50,7 +83,7 @@ pub async fn run(
     .await
     .context("HTTP server failed")?;
 
-    writer_stop.cancel();
+    workers_stop.cancel();
     tracker.close();
     if tokio::time::timeout(config.shutdown_timeout, tracker.wait())
         .await

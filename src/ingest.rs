@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
+use crate::evaluator::{EvaluatorHandle, Notice};
 use crate::store::{CheckRef, NewPing, PingAck, Store, StoreError};
 
 /// Why a ping could not be stored.
@@ -45,6 +46,7 @@ impl Ingest {
         batch_max: usize,
         tracker: &TaskTracker,
         stop: CancellationToken,
+        evaluator: EvaluatorHandle,
     ) -> Result<Arc<Ingest>, StoreError> {
         let refs = store.all_check_refs().await?;
         let mut by_uuid = HashMap::with_capacity(refs.len());
@@ -58,7 +60,7 @@ impl Ingest {
         // Bounded: under overload, handlers wait here (backpressure) instead of
         // growing memory without limit.
         let (tx, rx) = mpsc::channel(batch_max.max(1) * 8);
-        tracker.spawn(writer(store.clone(), rx, batch_max.max(1), stop));
+        tracker.spawn(writer(store.clone(), rx, batch_max.max(1), stop, evaluator));
         Ok(Arc::new(Ingest {
             store,
             by_uuid: RwLock::new(by_uuid),
@@ -127,6 +129,7 @@ async fn writer(
     mut rx: mpsc::Receiver<Job>,
     batch_max: usize,
     stop: CancellationToken,
+    evaluator: EvaluatorHandle,
 ) {
     let mut pings: Vec<NewPing> = Vec::with_capacity(batch_max);
     let mut replies = Vec::with_capacity(batch_max);
@@ -150,10 +153,11 @@ async fn writer(
             }
         }
         match store.write_pings(&pings).await {
-            Ok(acks) => {
-                for (reply, ack) in replies.drain(..).zip(acks) {
+            Ok(written) => {
+                for (reply, ack) in replies.drain(..).zip(written.acks) {
                     let _ = reply.send(Ok(ack));
                 }
+                evaluator.notify(Notice::Touched(written.touched));
             }
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), pings = pings.len(), "a batch of pings could not be stored");

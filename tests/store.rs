@@ -133,7 +133,7 @@ both_backends!(
             },
             ping(b.id, 950, PingKind::Log),
         ];
-        let acks = store.write_pings(&batch).await.unwrap();
+        let acks = store.write_pings(&batch).await.unwrap().acks;
         let ns: Vec<i64> = acks.iter().map(|a| a.n).collect();
         assert_eq!(ns, vec![1, 2, 1, 3, 2, 3]);
 
@@ -184,7 +184,7 @@ both_backends!(
                 ..ping(b.id, 1_100, PingKind::Start)
             },
         ];
-        let acks = store.write_pings(&batch).await.unwrap();
+        let acks = store.write_pings(&batch).await.unwrap().acks;
         assert_eq!(acks.iter().map(|a| a.n).collect::<Vec<_>>(), vec![4, 4, 5]);
         let runs = store.list_runs(b.id, 10).await.unwrap();
         assert_eq!(runs.len(), 3);
@@ -230,7 +230,8 @@ both_backends!(paused_checks_resume_unless_manual, |backend| async move {
             ping(manual.id, 2, PingKind::Success),
         ])
         .await
-        .unwrap();
+        .unwrap()
+        .acks;
     assert_eq!(acks[0].kind, PingKind::Success);
     assert_eq!(acks[1].kind, PingKind::Ignored);
     assert!(!store.check_by_uuid(auto.uuid).await.unwrap().paused);
@@ -242,6 +243,7 @@ both_backends!(paused_checks_resume_unless_manual, |backend| async move {
     let acks = store
         .write_pings(&[ping(manual.id, 3, PingKind::Success)])
         .await
-        .unwrap();
+        .unwrap()
+        .acks;
     assert_eq!(acks[0].kind, PingKind::Success);
 });

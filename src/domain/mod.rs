@@ -2,6 +2,7 @@
 
 pub mod active_hours;
 pub mod check;
+pub mod evaluate;
 pub mod ping;
 pub mod schedule;
 pub mod status;

@@ -92,6 +92,7 @@ pub enum RunChange {
         ended_at: UnixMs,
         outcome: RunOutcome,
         duration_ms: i64,
+        reason: Option<&'static str>,
     },
 }
 
@@ -116,7 +117,31 @@ pub struct Summary {
     pub last_duration_ms: Option<i64>,
     pub open_runs: Vec<OpenRun>,
     pub overlaps: i64,
+    /// Set when `failure_threshold` consecutive failures arrived; cleared after
+    /// `recovery_threshold` consecutive successes.
+    pub failed_since: Option<UnixMs>,
+    /// Set when a run exceeded `max_runtime`; cleared by the next success.
+    pub timed_out_at: Option<UnixMs>,
 }
+
+/// The per-check thresholds a ping is applied with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    pub failure: u32,
+    pub recovery: u32,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            failure: 1,
+            recovery: 1,
+        }
+    }
+}
+
+/// The reason recorded on a run closed because it ran too long.
+pub const RUN_TIMEOUT_REASON: &str = "exceeded max_runtime";
 
 /// One ping as the summary sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,7 +164,12 @@ pub struct Applied {
 
 impl Summary {
     /// Applies one ping; `next_run_id` allocates ids for runs it opens.
-    pub fn apply(&mut self, ping: &PingFacts, next_run_id: &mut dyn FnMut() -> i64) -> Applied {
+    pub fn apply(
+        &mut self,
+        ping: &PingFacts,
+        thresholds: Thresholds,
+        next_run_id: &mut dyn FnMut() -> i64,
+    ) -> Applied {
         self.n_pings += 1;
         let mut applied = Applied {
             n: self.n_pings,
@@ -152,6 +182,10 @@ impl Summary {
                 self.last_success_at = Some(ping.at);
                 self.consecutive_successes += 1;
                 self.consecutive_failures = 0;
+                self.timed_out_at = None;
+                if self.consecutive_successes >= i64::from(thresholds.recovery) {
+                    self.failed_since = None;
+                }
                 if let Some(items) = ping.items {
                     self.count_items(ping.at, items);
                 }
@@ -161,6 +195,11 @@ impl Summary {
                 self.last_failure_at = Some(ping.at);
                 self.consecutive_failures += 1;
                 self.consecutive_successes = 0;
+                if self.failed_since.is_none()
+                    && self.consecutive_failures >= i64::from(thresholds.failure)
+                {
+                    self.failed_since = Some(ping.at);
+                }
                 self.finish(ping, RunOutcome::Failed, &mut applied);
             }
         }
@@ -171,6 +210,23 @@ impl Summary {
         self.last_ping_at = Some(ping.at);
         self.last_ping_kind = Some(ping.kind);
         applied
+    }
+
+    /// Closes an open run that exceeded `max_runtime` as failed (SPEC §3.4).
+    /// `None` when the run is no longer open (it finished meanwhile).
+    pub fn time_out_run(&mut self, run_id: i64, at: UnixMs) -> Option<RunChange> {
+        let i = self.open_runs.iter().position(|r| r.id == run_id)?;
+        let run = self.open_runs.remove(i);
+        if self.timed_out_at.is_none() {
+            self.timed_out_at = Some(at);
+        }
+        Some(RunChange::Close {
+            id: run.id,
+            ended_at: at,
+            outcome: RunOutcome::Failed,
+            duration_ms: (at - run.started_at).max(0),
+            reason: Some(RUN_TIMEOUT_REASON),
+        })
     }
 
     fn count_items(&mut self, at: UnixMs, items: u64) {
@@ -203,6 +259,7 @@ impl Summary {
                 ended_at: ping.at,
                 outcome: RunOutcome::Superseded,
                 duration_ms: ping.at - old.started_at,
+                reason: None,
             });
         }
         let overlapped = ping.rid.is_some() && !self.open_runs.is_empty();
@@ -243,6 +300,7 @@ impl Summary {
             ended_at: ping.at,
             outcome,
             duration_ms,
+            reason: None,
         });
     }
 }
@@ -279,6 +337,12 @@ mod tests {
         }
     }
 
+    impl Summary {
+        fn apply_default(&mut self, p: &PingFacts, next: &mut dyn FnMut() -> i64) -> Applied {
+            self.apply(p, Thresholds::default(), next)
+        }
+    }
+
     fn ids() -> impl FnMut() -> i64 {
         let mut n = 0;
         move || {
@@ -291,10 +355,10 @@ mod tests {
     fn success_updates_counters() {
         let mut s = Summary::default();
         let mut next = ids();
-        let a = s.apply(&ping(10, PingKind::Fail), &mut next);
+        let a = s.apply_default(&ping(10, PingKind::Fail), &mut next);
         assert_eq!(a.n, 1);
         assert_eq!(s.consecutive_failures, 1);
-        let a = s.apply(&ping(20, PingKind::Success), &mut next);
+        let a = s.apply_default(&ping(20, PingKind::Success), &mut next);
         assert_eq!(a.n, 2);
         assert_eq!(s.last_success_at, Some(20));
         assert_eq!(s.consecutive_failures, 0);
@@ -306,11 +370,11 @@ mod tests {
     fn log_and_ignored_pings_count_but_change_nothing_else() {
         let mut s = Summary::default();
         let mut next = ids();
-        s.apply(&ping(10, PingKind::Success), &mut next);
+        s.apply_default(&ping(10, PingKind::Success), &mut next);
         let before = s.clone();
-        let a = s.apply(&ping(20, PingKind::Log), &mut next);
+        let a = s.apply_default(&ping(20, PingKind::Log), &mut next);
         assert_eq!(a.n, 2);
-        s.apply(&ping(30, PingKind::Ignored), &mut next);
+        s.apply_default(&ping(30, PingKind::Ignored), &mut next);
         assert_eq!(s.n_pings, 3);
         assert_eq!(
             Summary {
@@ -325,15 +389,15 @@ mod tests {
     fn zero_streak_starts_at_first_zero_and_breaks_on_items() {
         let mut s = Summary::default();
         let mut next = ids();
-        s.apply(&with_items(10, 5), &mut next);
+        s.apply_default(&with_items(10, 5), &mut next);
         assert_eq!(s.zero_streak_since, None);
-        s.apply(&with_items(20, 0), &mut next);
-        s.apply(&ping(25, PingKind::Success), &mut next); // no items: neither extends nor breaks
-        s.apply(&with_items(30, 0), &mut next);
+        s.apply_default(&with_items(20, 0), &mut next);
+        s.apply_default(&ping(25, PingKind::Success), &mut next); // no items: neither extends nor breaks
+        s.apply_default(&with_items(30, 0), &mut next);
         assert_eq!(s.zero_streak_since, Some(20));
         assert_eq!(s.zero_streak_runs, 2);
         assert_eq!(s.last_items, Some(0));
-        s.apply(&with_items(40, 3), &mut next);
+        s.apply_default(&with_items(40, 3), &mut next);
         assert_eq!(s.zero_streak_since, None);
         assert_eq!(s.zero_streak_runs, 0);
         assert_eq!(s.last_items, Some(3));
@@ -342,7 +406,7 @@ mod tests {
     #[test]
     fn zero_streak_can_start_at_the_first_counted_ping() {
         let mut s = Summary::default();
-        s.apply(&with_items(10, 0), &mut ids());
+        s.apply_default(&with_items(10, 0), &mut ids());
         assert_eq!(s.zero_streak_since, Some(10));
         assert_eq!(s.zero_streak_runs, 1);
     }
@@ -351,10 +415,10 @@ mod tests {
     fn items_on_a_failure_do_not_touch_the_streak() {
         let mut s = Summary::default();
         let mut next = ids();
-        s.apply(&with_items(10, 0), &mut next);
+        s.apply_default(&with_items(10, 0), &mut next);
         let mut f = ping(20, PingKind::Fail);
         f.items = Some(7);
-        s.apply(&f, &mut next);
+        s.apply_default(&f, &mut next);
         assert_eq!(s.zero_streak_since, Some(10));
         assert_eq!(s.last_items, Some(7));
     }
@@ -363,9 +427,9 @@ mod tests {
     fn run_without_rid_closes_with_duration() {
         let mut s = Summary::default();
         let mut next = ids();
-        let a = s.apply(&ping(1_000, PingKind::Start), &mut next);
+        let a = s.apply_default(&ping(1_000, PingKind::Start), &mut next);
         assert!(matches!(a.runs[..], [RunChange::Open { id: 1, .. }]));
-        let a = s.apply(&ping(4_500, PingKind::Success), &mut next);
+        let a = s.apply_default(&ping(4_500, PingKind::Success), &mut next);
         assert_eq!(a.duration_ms, Some(3_500));
         assert_eq!(
             a.runs,
@@ -373,7 +437,8 @@ mod tests {
                 id: 1,
                 ended_at: 4_500,
                 outcome: RunOutcome::Success,
-                duration_ms: 3_500
+                duration_ms: 3_500,
+                reason: None
             }]
         );
         assert!(s.open_runs.is_empty());
@@ -384,15 +449,16 @@ mod tests {
     fn start_without_rid_supersedes_the_open_run() {
         let mut s = Summary::default();
         let mut next = ids();
-        s.apply(&ping(1_000, PingKind::Start), &mut next);
-        let a = s.apply(&ping(2_000, PingKind::Start), &mut next);
+        s.apply_default(&ping(1_000, PingKind::Start), &mut next);
+        let a = s.apply_default(&ping(2_000, PingKind::Start), &mut next);
         assert_eq!(
             a.runs[0],
             RunChange::Close {
                 id: 1,
                 ended_at: 2_000,
                 outcome: RunOutcome::Superseded,
-                duration_ms: 1_000
+                duration_ms: 1_000,
+                reason: None
             }
         );
         assert!(matches!(
@@ -412,8 +478,8 @@ mod tests {
         let (r1, r2) = (Uuid::new_v4(), Uuid::new_v4());
         let mut s = Summary::default();
         let mut next = ids();
-        s.apply(&with_rid(1_000, PingKind::Start, r1), &mut next);
-        let a = s.apply(&with_rid(2_000, PingKind::Start, r2), &mut next);
+        s.apply_default(&with_rid(1_000, PingKind::Start, r1), &mut next);
+        let a = s.apply_default(&with_rid(2_000, PingKind::Start, r2), &mut next);
         assert!(a.runs.contains(&RunChange::Overlapped { id: 1 }));
         assert!(a.runs.contains(&RunChange::Open {
             id: 2,
@@ -423,14 +489,15 @@ mod tests {
         }));
         assert_eq!(s.overlaps, 1);
         // Finishing r1 closes run 1, not the latest run.
-        let a = s.apply(&with_rid(5_000, PingKind::Fail, r1), &mut next);
+        let a = s.apply_default(&with_rid(5_000, PingKind::Fail, r1), &mut next);
         assert_eq!(
             a.runs,
             vec![RunChange::Close {
                 id: 1,
                 ended_at: 5_000,
                 outcome: RunOutcome::Failed,
-                duration_ms: 4_000
+                duration_ms: 4_000,
+                reason: None
             }]
         );
         assert_eq!(s.open_runs.len(), 1);
@@ -441,8 +508,8 @@ mod tests {
     fn finish_with_unknown_rid_closes_nothing() {
         let mut s = Summary::default();
         let mut next = ids();
-        s.apply(&with_rid(1_000, PingKind::Start, Uuid::new_v4()), &mut next);
-        let a = s.apply(
+        s.apply_default(&with_rid(1_000, PingKind::Start, Uuid::new_v4()), &mut next);
+        let a = s.apply_default(
             &with_rid(2_000, PingKind::Success, Uuid::new_v4()),
             &mut next,
         );
@@ -457,16 +524,64 @@ mod tests {
         let (r1, r2) = (Uuid::new_v4(), Uuid::new_v4());
         let mut s = Summary::default();
         let mut next = ids();
-        s.apply(&with_rid(1_000, PingKind::Start, r1), &mut next);
-        s.apply(&with_rid(2_000, PingKind::Start, r2), &mut next);
-        let a = s.apply(&ping(3_000, PingKind::Success), &mut next);
+        s.apply_default(&with_rid(1_000, PingKind::Start, r1), &mut next);
+        s.apply_default(&with_rid(2_000, PingKind::Start, r2), &mut next);
+        let a = s.apply_default(&ping(3_000, PingKind::Success), &mut next);
         assert!(matches!(a.runs[..], [RunChange::Close { id: 2, .. }]));
+    }
+
+    #[test]
+    fn failure_and_recovery_thresholds() {
+        let t = Thresholds {
+            failure: 2,
+            recovery: 2,
+        };
+        let mut s = Summary::default();
+        let mut next = ids();
+        s.apply(&ping(1, PingKind::Fail), t, &mut next);
+        assert_eq!(s.failed_since, None);
+        s.apply(&ping(2, PingKind::Success), t, &mut next);
+        s.apply(&ping(3, PingKind::Fail), t, &mut next);
+        assert_eq!(s.failed_since, None, "failures must be consecutive");
+        s.apply(&ping(4, PingKind::Fail), t, &mut next);
+        assert_eq!(s.failed_since, Some(4));
+        s.apply(&ping(5, PingKind::Fail), t, &mut next);
+        assert_eq!(s.failed_since, Some(4), "stays at the first instant");
+        s.apply(&ping(6, PingKind::Success), t, &mut next);
+        assert_eq!(s.failed_since, Some(4), "one success is not enough");
+        s.apply(&ping(7, PingKind::Success), t, &mut next);
+        assert_eq!(s.failed_since, None);
+    }
+
+    #[test]
+    fn timed_out_runs_close_as_failed_until_a_success() {
+        let mut s = Summary::default();
+        let mut next = ids();
+        s.apply_default(&ping(1_000, PingKind::Start), &mut next);
+        let change = s.time_out_run(1, 61_000).unwrap();
+        assert_eq!(
+            change,
+            RunChange::Close {
+                id: 1,
+                ended_at: 61_000,
+                outcome: RunOutcome::Failed,
+                duration_ms: 60_000,
+                reason: Some(RUN_TIMEOUT_REASON)
+            }
+        );
+        assert!(s.open_runs.is_empty());
+        assert_eq!(s.timed_out_at, Some(61_000));
+        assert_eq!(s.time_out_run(1, 62_000), None, "already closed");
+        // A late finish closes nothing; a success clears the timeout.
+        let a = s.apply_default(&ping(70_000, PingKind::Success), &mut next);
+        assert!(a.runs.is_empty());
+        assert_eq!(s.timed_out_at, None);
     }
 
     #[test]
     fn huge_item_counts_saturate() {
         let mut s = Summary::default();
-        s.apply(&with_items(1, u64::MAX), &mut ids());
+        s.apply_default(&with_items(1, u64::MAX), &mut ids());
         assert_eq!(s.last_items, Some(i64::MAX));
     }
 }

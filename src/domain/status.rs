@@ -1,16 +1,9 @@
-//! A check's status as the API reports it.
-//!
-//! This covers what the stored summary alone decides (new, paused, up, and
-//! down after failure pings). Time-based transitions — late, down when
-//! overdue, stalled, run timeouts, active hours — belong to the evaluator.
+//! A check's status (SPEC §2): exactly one at a time.
 
 use serde::Serialize;
 
-use super::check::CheckSpec;
-use super::ping::Summary;
-
 /// Exactly one at a time (SPEC §2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     New,
@@ -22,7 +15,7 @@ pub enum Status {
 }
 
 /// Why a check is down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     Overdue,
@@ -30,66 +23,70 @@ pub enum Reason {
     RunTimeout,
 }
 
-/// The status the summary alone implies.
-pub fn from_summary(spec: &CheckSpec, summary: &Summary, paused: bool) -> (Status, Option<Reason>) {
-    if paused {
-        return (Status::Paused, None);
+impl Status {
+    /// The stored and displayed spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::New => "new",
+            Status::Up => "up",
+            Status::Late => "late",
+            Status::Down => "down",
+            Status::Stalled => "stalled",
+            Status::Paused => "paused",
+        }
     }
-    // As in healthchecks, a start alone does not take a check out of `new`.
-    if summary.last_success_at.is_none() && summary.last_failure_at.is_none() {
-        return (Status::New, None);
+
+    /// Parses the stored spelling.
+    pub fn parse(s: &str) -> Option<Status> {
+        [
+            Status::New,
+            Status::Up,
+            Status::Late,
+            Status::Down,
+            Status::Stalled,
+            Status::Paused,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
     }
-    if summary.consecutive_failures >= i64::from(spec.failure_threshold) {
-        return (Status::Down, Some(Reason::Failed));
+
+    /// Down and stalled are the failing statuses: they open incidents.
+    pub fn is_failing(self) -> bool {
+        matches!(self, Status::Down | Status::Stalled)
     }
-    (Status::Up, None)
+}
+
+impl Reason {
+    /// The stored and displayed spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Overdue => "overdue",
+            Reason::Failed => "failed",
+            Reason::RunTimeout => "run_timeout",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(s: &str) -> Option<Reason> {
+        [Reason::Overdue, Reason::Failed, Reason::RunTimeout]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::ping::{PingFacts, PingKind};
-
-    fn after(kinds: &[PingKind], threshold: u32) -> (Status, Option<Reason>) {
-        let mut spec = CheckSpec::with_slug("x");
-        spec.failure_threshold = threshold;
-        let mut s = Summary::default();
-        let mut id = 0;
-        for (i, k) in kinds.iter().enumerate() {
-            s.apply(
-                &PingFacts {
-                    at: i as i64,
-                    kind: *k,
-                    items: None,
-                    rid: None,
-                },
-                &mut || {
-                    id += 1;
-                    id
-                },
-            );
-        }
-        from_summary(&spec, &s, false)
-    }
 
     #[test]
-    fn statuses_from_pings() {
-        use PingKind::*;
-        assert_eq!(after(&[], 1), (Status::New, None));
-        assert_eq!(after(&[Log], 1), (Status::New, None));
-        assert_eq!(after(&[Success], 1), (Status::Up, None));
-        assert_eq!(after(&[Start], 1), (Status::New, None));
-        assert_eq!(after(&[Fail], 1), (Status::Down, Some(Reason::Failed)));
-        assert_eq!(after(&[Fail], 2), (Status::Up, None));
-        assert_eq!(
-            after(&[Fail, Fail], 2),
-            (Status::Down, Some(Reason::Failed))
-        );
-        assert_eq!(after(&[Fail, Success], 1), (Status::Up, None));
-        let spec = CheckSpec::with_slug("x");
-        assert_eq!(
-            from_summary(&spec, &Summary::default(), true),
-            (Status::Paused, None)
-        );
+    fn spellings_round_trip() {
+        for s in ["new", "up", "late", "down", "stalled", "paused"] {
+            assert_eq!(Status::parse(s).unwrap().as_str(), s);
+        }
+        for r in ["overdue", "failed", "run_timeout"] {
+            assert_eq!(Reason::parse(r).unwrap().as_str(), r);
+        }
+        assert_eq!(Status::parse("grace"), None);
+        assert!(Status::Stalled.is_failing() && !Status::Late.is_failing());
     }
 }

@@ -15,9 +15,10 @@ use super::auth::{ReadAccess, WriteAccess};
 use super::error::AppError;
 use super::AppState;
 use crate::domain::check::{format_duration, CheckInput, CheckSpec, FieldError, WindowInput};
+use crate::domain::evaluate::{evaluate, Rules, Span};
 use crate::domain::ping::UnixMs;
-use crate::domain::schedule::CronSchedule;
-use crate::domain::status::{self, Reason, Status};
+use crate::domain::status::{Reason, Status};
+use crate::evaluator::Notice;
 use crate::store::{Check, CheckRef, CheckSource, PingRecord, RunRecord};
 
 /// The `/api/v1` routes.
@@ -29,6 +30,9 @@ pub fn router() -> Router<AppState> {
         .route("/checks/{uuid}/resume", post(resume_check))
         .route("/checks/{uuid}/pings", get(list_pings))
         .route("/checks/{uuid}/runs", get(list_runs))
+        .route("/checks/{uuid}/flips", get(list_flips))
+        .route("/checks/{uuid}/incidents", get(list_incidents))
+        .route("/checks/{uuid}/events", get(list_events))
         .fallback(|| async { AppError::NotFound("no such API route".to_string()) })
 }
 
@@ -69,11 +73,18 @@ pub struct CheckView {
 }
 
 impl CheckView {
-    fn new(check: Check, base_url: &str) -> CheckView {
-        let (status, reason) = status::from_summary(&check.spec, &check.summary, check.paused);
+    /// The resource with its status evaluated live, with the same pure core
+    /// the evaluator uses.
+    fn new(check: Check, base_url: &str, unobserved: &[Span]) -> CheckView {
+        let now = Utc::now();
+        let eval = Rules::from_spec(&check.spec)
+            .map(|rules| evaluate(&rules, &check.summary, check.paused, unobserved, now));
+        let (status, reason, quiet, due) = match &eval {
+            Ok(e) => (e.status, e.reason, e.quiet, e.due),
+            Err(_) => (Status::New, None, false, None),
+        };
         let s = &check.summary;
         let spec = check.spec;
-        let next_due = s.last_success_at.and_then(|last| next_due(&spec, last));
         CheckView {
             uuid: check.uuid,
             ping_url: format!("{base_url}/ping/{}", check.uuid),
@@ -97,25 +108,15 @@ impl CheckView {
             status,
             reason,
             running: !s.open_runs.is_empty(),
-            quiet: false,
+            quiet,
             n_pings: s.n_pings,
             last_ping: s.last_ping_at.map(rfc3339),
             last_success: s.last_success_at.map(rfc3339),
             last_items: s.last_items,
             last_duration: s.last_duration_ms.map(|ms| ms as f64 / 1000.0),
-            next_due: next_due.map(rfc3339),
+            next_due: due.map(|t| rfc3339(t.timestamp_millis())),
         }
     }
-}
-
-/// When the next success is expected after `last_success`.
-fn next_due(spec: &CheckSpec, last_success: UnixMs) -> Option<UnixMs> {
-    if let Some(interval) = spec.interval() {
-        return last_success.checked_add(i64::try_from(interval.as_millis()).ok()?);
-    }
-    let cron = CronSchedule::parse(spec.cron()?, &spec.tz).ok()?;
-    let after = DateTime::<Utc>::from_timestamp_millis(last_success)?;
-    cron.next_after(after).map(|t| t.timestamp_millis())
 }
 
 /// An instant as RFC 3339 in UTC with milliseconds.
@@ -135,11 +136,12 @@ async fn list_checks(
     _: ReadAccess,
 ) -> Result<Json<CheckList>, AppError> {
     let checks = state.store.list_checks().await?;
+    let spans = state.observed.spans();
     let base = &state.config.base_url;
     Ok(Json(CheckList {
         checks: checks
             .into_iter()
-            .map(|c| CheckView::new(c, base))
+            .map(|c| CheckView::new(c, base, &spans))
             .collect(),
     }))
 }
@@ -168,10 +170,8 @@ async fn create_check(
         uuid: check.uuid,
         slug: check.spec.slug.clone(),
     });
-    Ok((
-        StatusCode::CREATED,
-        Json(CheckView::new(check, &state.config.base_url)),
-    ))
+    state.evaluator.notify(Notice::Changed(check.id));
+    Ok((StatusCode::CREATED, Json(view(&state, check))))
 }
 
 async fn get_check(
@@ -180,7 +180,11 @@ async fn get_check(
     Path(uuid): Path<String>,
 ) -> Result<Json<CheckView>, AppError> {
     let check = find(&state, &uuid).await?;
-    Ok(Json(CheckView::new(check, &state.config.base_url)))
+    Ok(Json(view(&state, check)))
+}
+
+fn view(state: &AppState, check: Check) -> CheckView {
+    CheckView::new(check, &state.config.base_url, &state.observed.spans())
 }
 
 async fn pause_check(
@@ -206,8 +210,9 @@ async fn set_paused(
 ) -> Result<Json<CheckView>, AppError> {
     let check = find(&state, uuid).await?;
     state.store.set_paused(check.id, paused).await?;
+    state.evaluator.notify(Notice::Changed(check.id));
     let check = find(&state, uuid).await?;
-    Ok(Json(CheckView::new(check, &state.config.base_url)))
+    Ok(Json(view(&state, check)))
 }
 
 #[derive(Deserialize)]
@@ -274,10 +279,7 @@ async fn list_pings(
     Query(q): Query<Limit>,
 ) -> Result<Json<PingList>, AppError> {
     let check = find(&state, &uuid).await?;
-    let pings = state
-        .store
-        .list_pings(check.id, q.limit.unwrap_or(100).min(1000))
-        .await?;
+    let pings = state.store.list_pings(check.id, limit(&q)).await?;
     Ok(Json(PingList {
         pings: pings.into_iter().map(PingView::from).collect(),
     }))
@@ -323,13 +325,116 @@ async fn list_runs(
     Query(q): Query<Limit>,
 ) -> Result<Json<RunList>, AppError> {
     let check = find(&state, &uuid).await?;
-    let runs = state
-        .store
-        .list_runs(check.id, q.limit.unwrap_or(100).min(1000))
-        .await?;
+    let runs = state.store.list_runs(check.id, limit(&q)).await?;
     Ok(Json(RunList {
         runs: runs.into_iter().map(RunView::from).collect(),
     }))
+}
+
+#[derive(Serialize)]
+struct FlipView {
+    at: String,
+    from: String,
+    to: String,
+    reason: Option<String>,
+}
+
+#[derive(Serialize)]
+struct FlipList {
+    flips: Vec<FlipView>,
+}
+
+async fn list_flips(
+    State(state): State<AppState>,
+    _: ReadAccess,
+    Path(uuid): Path<String>,
+    Query(q): Query<Limit>,
+) -> Result<Json<FlipList>, AppError> {
+    let check = find(&state, &uuid).await?;
+    let flips = state.store.list_flips(check.id, limit(&q)).await?;
+    Ok(Json(FlipList {
+        flips: flips
+            .into_iter()
+            .map(|f| FlipView {
+                at: rfc3339(f.at),
+                from: f.old_status,
+                to: f.new_status,
+                reason: f.reason,
+            })
+            .collect(),
+    }))
+}
+
+#[derive(Serialize)]
+struct IncidentView {
+    id: i64,
+    opened: String,
+    status: String,
+    reason: Option<String>,
+    resolved: Option<String>,
+}
+
+#[derive(Serialize)]
+struct IncidentList {
+    incidents: Vec<IncidentView>,
+}
+
+async fn list_incidents(
+    State(state): State<AppState>,
+    _: ReadAccess,
+    Path(uuid): Path<String>,
+    Query(q): Query<Limit>,
+) -> Result<Json<IncidentList>, AppError> {
+    let check = find(&state, &uuid).await?;
+    let incidents = state.store.list_incidents(check.id, limit(&q)).await?;
+    Ok(Json(IncidentList {
+        incidents: incidents
+            .into_iter()
+            .map(|i| IncidentView {
+                id: i.id,
+                opened: rfc3339(i.opened_at),
+                status: i.status,
+                reason: i.reason,
+                resolved: i.resolved_at.map(rfc3339),
+            })
+            .collect(),
+    }))
+}
+
+#[derive(Serialize)]
+struct EventView {
+    at: String,
+    kind: String,
+    detail: Option<String>,
+}
+
+#[derive(Serialize)]
+struct EventList {
+    events: Vec<EventView>,
+}
+
+async fn list_events(
+    State(state): State<AppState>,
+    _: ReadAccess,
+    Path(uuid): Path<String>,
+    Query(q): Query<Limit>,
+) -> Result<Json<EventList>, AppError> {
+    let check = find(&state, &uuid).await?;
+    let events = state.store.list_events(check.id, limit(&q)).await?;
+    Ok(Json(EventList {
+        events: events
+            .into_iter()
+            .map(|e| EventView {
+                at: rfc3339(e.at),
+                kind: e.kind,
+                detail: e.detail,
+            })
+            .collect(),
+    }))
+}
+
+fn limit(q: &Limit) -> u32 {
+    q.limit.unwrap_or(100).min(1000)
 }
 
 async fn find(state: &AppState, uuid: &str) -> Result<Check, AppError> {

@@ -8,6 +8,7 @@ use axum::routing::{any, get};
 use axum::Router;
 
 use crate::config::Config;
+use crate::evaluator::{EvaluatorHandle, Observed};
 use crate::ingest::Ingest;
 use crate::store::Store;
 
@@ -22,6 +23,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub ingest: Arc<Ingest>,
     pub config: Arc<Config>,
+    pub evaluator: EvaluatorHandle,
+    pub observed: Arc<Observed>,
 }
 
 /// The whole HTTP surface.

@@ -10,7 +10,8 @@ use uuid::Uuid;
 
 use crate::config::{Config, SqliteSynchronous};
 use crate::domain::check::{CheckSpec, Methods, Schedule, WindowInput};
-use crate::domain::ping::{OpenRun, PingKind, Summary, UnixMs};
+use crate::domain::ping::{OpenRun, PingKind, Summary, Thresholds, UnixMs};
+use crate::domain::status::{Reason, Status};
 
 pub mod postgres;
 pub mod sqlite;
@@ -99,6 +100,93 @@ pub struct NewPing {
 pub struct PingAck {
     pub kind: PingKind,
     pub n: i64,
+}
+
+/// What a batch of pings did: an acknowledgement per ping, and the new
+/// summary of every check it touched (for the evaluator).
+#[derive(Debug, Clone, Default)]
+pub struct Written {
+    pub acks: Vec<PingAck>,
+    pub touched: Vec<Touched>,
+}
+
+/// A check's state after a write.
+#[derive(Debug, Clone)]
+pub struct Touched {
+    pub check_id: i64,
+    pub summary: Summary,
+    pub paused: bool,
+}
+
+/// The status the evaluator last recorded for a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredStatus {
+    pub status: Status,
+    pub reason: Option<Reason>,
+    pub since: UnixMs,
+    pub quiet: bool,
+}
+
+/// A check as the evaluator loads it.
+#[derive(Debug, Clone)]
+pub struct EvalCheck {
+    pub id: i64,
+    pub spec: CheckSpec,
+    pub paused: bool,
+    pub summary: Summary,
+    pub stored: Option<StoredStatus>,
+}
+
+/// A change the evaluator records, all in one transaction.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    pub check_id: i64,
+    /// What the evaluator believed was stored; the write is skipped if not.
+    pub from: Option<StoredStatus>,
+    pub to: StoredStatus,
+    /// Record a flip (status or reason changed) at `to.since`.
+    pub flip: bool,
+    /// Record entering (`true`) or leaving quiet hours at this instant.
+    pub quiet_event: Option<(UnixMs, bool)>,
+    pub now: UnixMs,
+}
+
+/// A recorded status change.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct FlipRecord {
+    pub at: UnixMs,
+    pub old_status: String,
+    pub new_status: String,
+    pub reason: Option<String>,
+}
+
+/// A recorded incident.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct IncidentRecord {
+    pub id: i64,
+    pub opened_at: UnixMs,
+    pub status: String,
+    pub reason: Option<String>,
+    pub resolved_at: Option<UnixMs>,
+}
+
+/// A recorded event that is not a status change.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct EventRecord {
+    pub at: UnixMs,
+    pub kind: String,
+    pub detail: Option<String>,
+}
+
+/// The kind of event recorded on entering or leaving quiet hours.
+pub const QUIET_EVENT: &str = "skipped: quiet-hours";
+
+pub(crate) fn quiet_detail(entering: bool) -> &'static str {
+    if entering {
+        "entered quiet hours"
+    } else {
+        "left quiet hours"
+    }
 }
 
 /// A ping read back from the log.
@@ -194,7 +282,43 @@ pub trait Store: Send + Sync + 'static {
     async fn all_check_refs(&self) -> Result<Vec<CheckRef>, StoreError>;
     /// Stores a batch of pings and their effect on summaries and runs in one
     /// transaction; called by the single ping writer only. All or nothing.
-    async fn write_pings(&self, pings: &[NewPing]) -> Result<Vec<PingAck>, StoreError>;
+    async fn write_pings(&self, pings: &[NewPing]) -> Result<Written, StoreError>;
+    /// Closes a run that exceeded max_runtime as failed; returns the check's
+    /// new summary, or `None` if the run was no longer open.
+    async fn time_out_run(
+        &self,
+        check_id: i64,
+        run_id: i64,
+        at: UnixMs,
+    ) -> Result<Option<Touched>, StoreError>;
+    /// Checks with `id > after`, in id order, for the evaluator.
+    async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError>;
+    /// One check for the evaluator; `None` if it no longer exists.
+    async fn eval_check(&self, id: i64) -> Result<Option<EvalCheck>, StoreError>;
+    /// Records a status change; `false` (and nothing written) when the stored
+    /// status is not `from`.
+    async fn record_transition(&self, t: &Transition) -> Result<bool, StoreError>;
+    /// Records that `replica` accepts pings at `now`; if no replica did for
+    /// longer than `gap`, records and returns that span as unobserved.
+    async fn heartbeat(
+        &self,
+        replica: &str,
+        started_at: UnixMs,
+        now: UnixMs,
+        gap: i64,
+    ) -> Result<Option<(UnixMs, UnixMs)>, StoreError>;
+    /// Every unobserved span ending after `since`, in order.
+    async fn unobserved_spans(&self, since: UnixMs) -> Result<Vec<(UnixMs, UnixMs)>, StoreError>;
+    /// The newest flips of a check, newest first.
+    async fn list_flips(&self, check_id: i64, limit: u32) -> Result<Vec<FlipRecord>, StoreError>;
+    /// The newest incidents of a check, newest first.
+    async fn list_incidents(
+        &self,
+        check_id: i64,
+        limit: u32,
+    ) -> Result<Vec<IncidentRecord>, StoreError>;
+    /// The newest events of a check, newest first.
+    async fn list_events(&self, check_id: i64, limit: u32) -> Result<Vec<EventRecord>, StoreError>;
     /// Pauses or resumes a check; `NotFound` if it does not exist.
     async fn set_paused(&self, check_id: i64, paused: bool) -> Result<(), StoreError>;
     /// The newest `limit` pings of a check, newest first.
@@ -269,6 +393,8 @@ pub(crate) struct SummaryRow {
     last_duration_ms: Option<i64>,
     open_runs: String,
     overlap_count: i64,
+    failed_since: Option<i64>,
+    timed_out_at: Option<i64>,
 }
 
 pub(crate) const CHECK_COLUMNS: &str = "c.id, c.uuid, c.slug, c.name, c.description, c.labels, \
@@ -277,7 +403,8 @@ pub(crate) const CHECK_COLUMNS: &str = "c.id, c.uuid, c.slug, c.name, c.descript
     c.alert_on_overlap, c.manual_resume, c.methods, c.paused, c.source, c.created_at, \
     s.n_pings, s.last_ping_at, s.last_ping_kind, s.last_success_at, s.last_start_at, \
     s.last_failure_at, s.last_items, s.last_items_at, s.zero_streak_since, s.zero_streak_runs, \
-    s.consecutive_failures, s.consecutive_successes, s.last_duration_ms, s.open_runs, s.overlap_count";
+    s.consecutive_failures, s.consecutive_successes, s.last_duration_ms, s.open_runs, s.overlap_count, \
+    s.failed_since, s.timed_out_at";
 
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -307,6 +434,8 @@ impl SummaryRow {
             last_duration_ms: self.last_duration_ms,
             open_runs,
             overlaps: self.overlap_count,
+            failed_since: self.failed_since,
+            timed_out_at: self.timed_out_at,
         })
     }
 }
@@ -356,6 +485,99 @@ impl CheckRow {
             source: self.source,
             created_at: self.created_at,
             summary: self.state.into_summary()?,
+        })
+    }
+}
+
+/// The columns the ping writer needs per check (flags, thresholds, summary).
+pub(crate) const WRITER_COLUMNS: &str = "c.id, c.paused, c.manual_resume, c.methods, \
+    c.failure_threshold, c.recovery_threshold, s.n_pings, s.last_ping_at, s.last_ping_kind, \
+    s.last_success_at, s.last_start_at, s.last_failure_at, s.last_items, s.last_items_at, \
+    s.zero_streak_since, s.zero_streak_runs, s.consecutive_failures, s.consecutive_successes, \
+    s.last_duration_ms, s.open_runs, s.overlap_count, s.failed_since, s.timed_out_at";
+
+/// A row of [`WRITER_COLUMNS`].
+#[derive(sqlx::FromRow)]
+pub(crate) struct WriterRow {
+    id: i64,
+    paused: bool,
+    manual_resume: bool,
+    methods: String,
+    failure_threshold: i64,
+    recovery_threshold: i64,
+    #[sqlx(flatten)]
+    state: SummaryRow,
+}
+
+/// What the ping writer knows of one check.
+#[derive(Debug, Clone)]
+pub(crate) struct WriterCheck {
+    pub summary: Summary,
+    pub paused: bool,
+    pub manual_resume: bool,
+    pub methods: Methods,
+    pub thresholds: Thresholds,
+}
+
+impl WriterRow {
+    pub(crate) fn into_parts(self) -> anyhow::Result<(i64, WriterCheck)> {
+        let count = |v: i64| u32::try_from(v).unwrap_or(u32::MAX);
+        Ok((
+            self.id,
+            WriterCheck {
+                summary: self.state.into_summary()?,
+                paused: self.paused,
+                manual_resume: self.manual_resume,
+                methods: if self.methods == "POST" {
+                    Methods::Post
+                } else {
+                    Methods::Any
+                },
+                thresholds: Thresholds {
+                    failure: count(self.failure_threshold),
+                    recovery: count(self.recovery_threshold),
+                },
+            },
+        ))
+    }
+}
+
+/// The columns the evaluator loads: the check, its summary and stored status.
+pub(crate) const EVAL_COLUMNS: &str = "st.status AS stored_status, st.reason AS stored_reason, \
+    st.since AS stored_since, st.quiet AS stored_quiet";
+
+/// A check row with the evaluator's stored status.
+#[derive(sqlx::FromRow)]
+pub(crate) struct EvalRow {
+    #[sqlx(flatten)]
+    check: CheckRow,
+    stored_status: Option<String>,
+    stored_reason: Option<String>,
+    stored_since: Option<i64>,
+    stored_quiet: Option<bool>,
+}
+
+impl EvalRow {
+    pub(crate) fn into_eval(self) -> anyhow::Result<EvalCheck> {
+        let stored = match (
+            self.stored_status.as_deref().and_then(Status::parse),
+            self.stored_since,
+        ) {
+            (Some(status), Some(since)) => Some(StoredStatus {
+                status,
+                reason: self.stored_reason.as_deref().and_then(Reason::parse),
+                since,
+                quiet: self.stored_quiet.unwrap_or(false),
+            }),
+            _ => None,
+        };
+        let check = self.check.into_check()?;
+        Ok(EvalCheck {
+            id: check.id,
+            spec: check.spec,
+            paused: check.paused,
+            summary: check.summary,
+            stored,
         })
     }
 }

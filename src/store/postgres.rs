@@ -15,34 +15,22 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{
-    bind_check_values, check_ref, effective_kind, insert_check_sql, Check, CheckRef, CheckRow,
-    CheckSource, CheckValues, NewPing, PingAck, PingRecord, PingRow, RunRecord, Store, StoreError,
-    SummaryRow, CHECK_COLUMNS,
+    bind_check_values, check_ref, effective_kind, insert_check_sql, quiet_detail, Check, CheckRef,
+    CheckRow, CheckSource, CheckValues, EvalCheck, EvalRow, EventRecord, FlipRecord,
+    IncidentRecord, NewPing, PingAck, PingRecord, PingRow, RunRecord, Store, StoreError, Touched,
+    Transition, WriterCheck, WriterRow, Written, CHECK_COLUMNS, EVAL_COLUMNS, QUIET_EVENT,
+    WRITER_COLUMNS,
 };
-use crate::domain::check::{CheckSpec, Methods};
+use crate::domain::check::CheckSpec;
 use crate::domain::ping::{clamp_items, PingFacts, PingKind, RunChange, Summary, UnixMs};
+use crate::domain::status::{Reason, Status};
 
 /// The PostgreSQL implementation of [`Store`].
 pub struct PgStore {
     pool: PgPool,
 }
 
-#[derive(sqlx::FromRow)]
-struct LockedRow {
-    id: i64,
-    paused: bool,
-    manual_resume: bool,
-    methods: String,
-    #[sqlx(flatten)]
-    state: SummaryRow,
-}
-
-struct Locked {
-    summary: Summary,
-    paused: bool,
-    manual_resume: bool,
-    methods: Methods,
-}
+type Locked = WriterCheck;
 
 impl PgStore {
     /// Connects and applies migrations.
@@ -146,38 +134,255 @@ impl Store for PgStore {
         Ok(rows.into_iter().filter_map(check_ref).collect())
     }
 
-    async fn write_pings(&self, pings: &[NewPing]) -> Result<Vec<PingAck>, StoreError> {
+    async fn time_out_run(
+        &self,
+        check_id: i64,
+        run_id: i64,
+        at: UnixMs,
+    ) -> Result<Option<Touched>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let sql = format!(
+            "SELECT {WRITER_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+             WHERE c.id = $1 FOR UPDATE"
+        );
+        let row: Option<WriterRow> = sqlx::query_as(&sql)
+            .bind(check_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let (_, mut entry) = row.into_parts()?;
+        let Some(change) = entry.summary.time_out_run(run_id, at) else {
+            return Ok(None);
+        };
+        let one = HashMap::from([(check_id, entry)]);
+        write_summaries(&mut tx, &one).await?;
+        write_runs(&mut tx, &[(check_id, change)]).await?;
+        tx.commit().await?;
+        let entry = &one[&check_id];
+        Ok(Some(Touched {
+            check_id,
+            summary: entry.summary.clone(),
+            paused: entry.paused,
+        }))
+    }
+
+    async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError> {
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS}, {EVAL_COLUMNS} FROM checks c \
+             JOIN check_state s ON s.check_id = c.id \
+             LEFT JOIN check_status st ON st.check_id = c.id \
+             WHERE c.id > $1 ORDER BY c.id LIMIT $2"
+        );
+        let rows: Vec<EvalRow> = sqlx::query_as(&sql)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter()
+            .map(|r| r.into_eval().map_err(StoreError::Other))
+            .collect()
+    }
+
+    async fn eval_check(&self, id: i64) -> Result<Option<EvalCheck>, StoreError> {
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS}, {EVAL_COLUMNS} FROM checks c \
+             JOIN check_state s ON s.check_id = c.id \
+             LEFT JOIN check_status st ON st.check_id = c.id WHERE c.id = $1"
+        );
+        let row: Option<EvalRow> = sqlx::query_as(&sql)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(EvalRow::into_eval).transpose()?)
+    }
+
+    async fn record_transition(&self, t: &Transition) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let to = &t.to;
+        let done = match &t.from {
+            None => {
+                sqlx::query(
+                    "INSERT INTO check_status (check_id, status, reason, since, quiet) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (check_id) DO NOTHING",
+                )
+                .bind(t.check_id)
+                .bind(to.status.as_str())
+                .bind(to.reason.map(Reason::as_str))
+                .bind(to.since)
+                .bind(to.quiet)
+                .execute(&mut *tx)
+                .await?
+            }
+            Some(from) => {
+                sqlx::query(
+                    "UPDATE check_status SET status = $1, reason = $2, since = $3, quiet = $4 \
+                 WHERE check_id = $5 AND status = $6 AND reason IS NOT DISTINCT FROM $7 \
+                 AND quiet = $8",
+                )
+                .bind(to.status.as_str())
+                .bind(to.reason.map(Reason::as_str))
+                .bind(to.since)
+                .bind(to.quiet)
+                .bind(t.check_id)
+                .bind(from.status.as_str())
+                .bind(from.reason.map(Reason::as_str))
+                .bind(from.quiet)
+                .execute(&mut *tx)
+                .await?
+            }
+        };
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        let old = t.from.map_or(Status::New, |f| f.status);
+        if t.flip {
+            sqlx::query(
+                "INSERT INTO flips (check_id, at, old_status, new_status, reason, recorded_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(t.check_id)
+            .bind(to.since)
+            .bind(old.as_str())
+            .bind(to.status.as_str())
+            .bind(to.reason.map(Reason::as_str))
+            .bind(t.now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if to.status.is_failing() && !old.is_failing() {
+            sqlx::query(
+                "INSERT INTO incidents (check_id, opened_at, status, reason) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+            )
+            .bind(t.check_id)
+            .bind(to.since)
+            .bind(to.status.as_str())
+            .bind(to.reason.map(Reason::as_str))
+            .execute(&mut *tx)
+            .await?;
+        } else if old.is_failing() && !to.status.is_failing() {
+            sqlx::query(
+                "UPDATE incidents SET resolved_at = $1 WHERE check_id = $2 AND resolved_at IS NULL",
+            )
+            .bind(to.since)
+            .bind(t.check_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some((at, entering)) = t.quiet_event {
+            sqlx::query(
+                "INSERT INTO check_events (check_id, at, kind, detail) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(t.check_id)
+            .bind(at)
+            .bind(QUIET_EVENT)
+            .bind(quiet_detail(entering))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn heartbeat(
+        &self,
+        replica: &str,
+        started_at: UnixMs,
+        now: UnixMs,
+        gap: i64,
+    ) -> Result<Option<(UnixMs, UnixMs)>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // Serialise heartbeats so two replicas cannot both see the same gap.
+        sqlx::query("LOCK TABLE replicas IN SHARE ROW EXCLUSIVE MODE")
+            .execute(&mut *tx)
+            .await?;
+        let (last,): (Option<i64>,) = sqlx::query_as("SELECT MAX(last_beat_at) FROM replicas")
+            .fetch_one(&mut *tx)
+            .await?;
+        let span = last.filter(|l| now - l > gap).map(|l| (l, now));
+        if let Some((start, end)) = span {
+            sqlx::query(
+                "INSERT INTO unobserved (start_at, end_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            )
+            .bind(start)
+            .bind(end)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(
+            "INSERT INTO replicas (id, started_at, last_beat_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (id) DO UPDATE SET last_beat_at = GREATEST(replicas.last_beat_at, excluded.last_beat_at)",
+        )
+        .bind(replica)
+        .bind(started_at)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(span)
+    }
+
+    async fn unobserved_spans(&self, since: UnixMs) -> Result<Vec<(UnixMs, UnixMs)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT start_at, end_at FROM unobserved WHERE end_at > $1 ORDER BY start_at",
+        )
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn list_flips(&self, check_id: i64, limit: u32) -> Result<Vec<FlipRecord>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT at, old_status, new_status, reason FROM flips WHERE check_id = $1 \
+             ORDER BY id DESC LIMIT $2",
+        )
+        .bind(check_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn list_incidents(
+        &self,
+        check_id: i64,
+        limit: u32,
+    ) -> Result<Vec<IncidentRecord>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, opened_at, status, reason, resolved_at FROM incidents \
+             WHERE check_id = $1 ORDER BY id DESC LIMIT $2",
+        )
+        .bind(check_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn list_events(&self, check_id: i64, limit: u32) -> Result<Vec<EventRecord>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT at, kind, detail FROM check_events WHERE check_id = $1 \
+             ORDER BY id DESC LIMIT $2",
+        )
+        .bind(check_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn write_pings(&self, pings: &[NewPing]) -> Result<Written, StoreError> {
         let mut ids: Vec<i64> = pings.iter().map(|p| p.check_id).collect();
         ids.sort_unstable();
         ids.dedup();
 
         let mut tx = self.pool.begin().await?;
-        let rows: Vec<LockedRow> = sqlx::query_as(
-            "SELECT c.id, c.paused, c.manual_resume, c.methods, s.n_pings, s.last_ping_at, \
-             s.last_ping_kind, s.last_success_at, s.last_start_at, s.last_failure_at, \
-             s.last_items, s.last_items_at, s.zero_streak_since, s.zero_streak_runs, \
-             s.consecutive_failures, s.consecutive_successes, s.last_duration_ms, s.open_runs, \
-             s.overlap_count FROM checks c JOIN check_state s ON s.check_id = c.id \
-             WHERE c.id = ANY($1) ORDER BY c.id FOR UPDATE",
-        )
-        .bind(&ids)
-        .fetch_all(&mut *tx)
-        .await?;
+        let sql = format!(
+            "SELECT {WRITER_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+             WHERE c.id = ANY($1) ORDER BY c.id FOR UPDATE"
+        );
+        let rows: Vec<WriterRow> = sqlx::query_as(&sql).bind(&ids).fetch_all(&mut *tx).await?;
         let mut locked: HashMap<i64, Locked> = HashMap::with_capacity(rows.len());
         for row in rows {
-            locked.insert(
-                row.id,
-                Locked {
-                    summary: row.state.into_summary()?,
-                    paused: row.paused,
-                    manual_resume: row.manual_resume,
-                    methods: if row.methods == "POST" {
-                        Methods::Post
-                    } else {
-                        Methods::Any
-                    },
-                },
-            );
+            let (id, check) = row.into_parts()?;
+            locked.insert(id, check);
         }
 
         let starts = pings.iter().filter(|p| p.kind == PingKind::Start).count();
@@ -218,9 +423,10 @@ impl Store for PgStore {
                 items: p.items,
                 rid: p.rid,
             };
+            let thresholds = entry.thresholds;
             let applied = entry
                 .summary
-                .apply(&facts, &mut || run_ids.pop().unwrap_or(-1));
+                .apply(&facts, thresholds, &mut || run_ids.pop().unwrap_or(-1));
             runs.extend(applied.runs.into_iter().map(|r| (p.check_id, r)));
             cols.push(p, kind, applied.n, applied.duration_ms);
             acks.push(PingAck { kind, n: applied.n });
@@ -258,7 +464,15 @@ impl Store for PgStore {
                 .await?;
         }
         tx.commit().await?;
-        Ok(acks)
+        let touched = locked
+            .into_iter()
+            .map(|(check_id, c)| Touched {
+                check_id,
+                summary: c.summary,
+                paused: c.paused,
+            })
+            .collect();
+        Ok(Written { acks, touched })
     }
 
     async fn set_paused(&self, check_id: i64, paused: bool) -> Result<(), StoreError> {
@@ -356,13 +570,16 @@ async fn write_summaries(
          zero_streak_since = u.zero_streak_since, zero_streak_runs = u.zero_streak_runs, \
          consecutive_failures = u.consecutive_failures, \
          consecutive_successes = u.consecutive_successes, last_duration_ms = u.last_duration_ms, \
-         open_runs = u.open_runs, overlap_count = u.overlap_count \
+         open_runs = u.open_runs, overlap_count = u.overlap_count, \
+         failed_since = u.failed_since, timed_out_at = u.timed_out_at \
          FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], \
          $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], \
-         $12::bigint[], $13::bigint[], $14::bigint[], $15::text[], $16::bigint[]) \
+         $12::bigint[], $13::bigint[], $14::bigint[], $15::text[], $16::bigint[], \
+         $17::bigint[], $18::bigint[]) \
          AS u(check_id, n_pings, last_ping_at, last_ping_kind, last_success_at, last_start_at, \
          last_failure_at, last_items, last_items_at, zero_streak_since, zero_streak_runs, \
-         consecutive_failures, consecutive_successes, last_duration_ms, open_runs, overlap_count) \
+         consecutive_failures, consecutive_successes, last_duration_ms, open_runs, overlap_count, \
+         failed_since, timed_out_at) \
          WHERE s.check_id = u.check_id",
     )
     .bind(&c.check_id)
@@ -381,6 +598,8 @@ async fn write_summaries(
     .bind(&c.last_duration_ms)
     .bind(&c.open_runs)
     .bind(&c.overlap_count)
+    .bind(&c.failed_since)
+    .bind(&c.timed_out_at)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -404,6 +623,8 @@ struct SummaryColumns {
     last_duration_ms: Vec<Option<i64>>,
     open_runs: Vec<String>,
     overlap_count: Vec<i64>,
+    failed_since: Vec<Option<i64>>,
+    timed_out_at: Vec<Option<i64>>,
 }
 
 impl SummaryColumns {
@@ -426,6 +647,8 @@ impl SummaryColumns {
         self.open_runs
             .push(serde_json::to_string(&s.open_runs).map_err(anyhow::Error::from)?);
         self.overlap_count.push(s.overlaps);
+        self.failed_since.push(s.failed_since);
+        self.timed_out_at.push(s.timed_out_at);
         Ok(())
     }
 }
@@ -438,8 +661,8 @@ async fn write_runs(
     let (mut ids, mut checks, mut rids, mut starts, mut overlapped) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut marked = Vec::new();
-    let (mut closed, mut ended, mut outcomes, mut durations) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut closed, mut ended, mut outcomes, mut durations, mut reasons) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (check_id, change) in runs {
         match change {
             RunChange::Open {
@@ -460,11 +683,13 @@ async fn write_runs(
                 ended_at,
                 outcome,
                 duration_ms,
+                reason,
             } => {
                 closed.push(*id);
                 ended.push(*ended_at);
                 outcomes.push(outcome.as_str());
                 durations.push(*duration_ms);
+                reasons.push(*reason);
             }
         }
     }
@@ -490,14 +715,15 @@ async fn write_runs(
     if !closed.is_empty() {
         sqlx::query(
             "UPDATE runs r SET ended_at = u.ended_at, outcome = u.outcome, \
-             duration_ms = u.duration_ms \
-             FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) \
-             AS u(id, ended_at, outcome, duration_ms) WHERE r.id = u.id",
+             duration_ms = u.duration_ms, reason = u.reason \
+             FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::text[]) \
+             AS u(id, ended_at, outcome, duration_ms, reason) WHERE r.id = u.id",
         )
         .bind(&closed)
         .bind(&ended)
         .bind(&outcomes)
         .bind(&durations)
+        .bind(&reasons)
         .execute(&mut **tx)
         .await?;
     }

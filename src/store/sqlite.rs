@@ -21,13 +21,16 @@ use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use super::{
-    bind_check_values, check_ref, effective_kind, insert_check_sql, Check, CheckRef, CheckRow,
-    CheckSource, CheckValues, NewPing, PingAck, PingRecord, RunRecord, Store, StoreError,
-    SummaryRow, CHECK_COLUMNS,
+    bind_check_values, check_ref, effective_kind, insert_check_sql, quiet_detail, Check, CheckRef,
+    CheckRow, CheckSource, CheckValues, EvalCheck, EvalRow, EventRecord, FlipRecord,
+    IncidentRecord, NewPing, PingAck, PingRecord, RunRecord, Store, StoreError, Touched,
+    Transition, WriterCheck, WriterRow, Written, CHECK_COLUMNS, EVAL_COLUMNS, QUIET_EVENT,
+    WRITER_COLUMNS,
 };
 use crate::config;
-use crate::domain::check::{CheckSpec, Methods};
-use crate::domain::ping::{PingFacts, RunChange, Summary, UnixMs};
+use crate::domain::check::CheckSpec;
+use crate::domain::ping::{PingFacts, RunChange, UnixMs};
+use crate::domain::status::{Reason, Status};
 
 /// The SQLite implementation of [`Store`].
 pub struct SqliteStore {
@@ -42,23 +45,7 @@ struct Writer {
     next_run_id: Option<i64>,
 }
 
-#[derive(Clone)]
-struct Cached {
-    summary: Summary,
-    paused: bool,
-    manual_resume: bool,
-    methods: Methods,
-}
-
-#[derive(sqlx::FromRow)]
-struct CachedRow {
-    id: i64,
-    paused: bool,
-    manual_resume: bool,
-    methods: String,
-    #[sqlx(flatten)]
-    state: SummaryRow,
-}
+type Cached = WriterCheck;
 
 impl SqliteStore {
     /// Opens (creating if missing) the database and applies migrations.
@@ -172,8 +159,233 @@ impl Store for SqliteStore {
         Ok(rows.into_iter().filter_map(check_ref).collect())
     }
 
-    async fn write_pings(&self, pings: &[NewPing]) -> Result<Vec<PingAck>, StoreError> {
+    async fn write_pings(&self, pings: &[NewPing]) -> Result<Written, StoreError> {
         self.writer.lock().await.write(pings).await
+    }
+
+    async fn time_out_run(
+        &self,
+        check_id: i64,
+        run_id: i64,
+        at: UnixMs,
+    ) -> Result<Option<Touched>, StoreError> {
+        let mut w = self.writer.lock().await;
+        w.load_missing(&[check_id]).await?;
+        let Some(mut entry) = w.checks.get(&check_id).cloned() else {
+            return Ok(None);
+        };
+        let Some(change) = entry.summary.time_out_run(run_id, at) else {
+            return Ok(None);
+        };
+        let mut sql = String::from("BEGIN IMMEDIATE;\n");
+        let one = HashMap::from([(check_id, entry.clone())]);
+        write_summaries(&mut sql, &one)?;
+        write_runs(&mut sql, &[(check_id, change)]);
+        sql.push_str("COMMIT;");
+        w.execute_batch(&sql).await?;
+        let touched = Touched {
+            check_id,
+            summary: entry.summary.clone(),
+            paused: entry.paused,
+        };
+        w.checks.insert(check_id, entry);
+        Ok(Some(touched))
+    }
+
+    async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError> {
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS}, {EVAL_COLUMNS} FROM checks c \
+             JOIN check_state s ON s.check_id = c.id \
+             LEFT JOIN check_status st ON st.check_id = c.id \
+             WHERE c.id > ? ORDER BY c.id LIMIT ?"
+        );
+        let rows: Vec<EvalRow> = sqlx::query_as(&sql)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter()
+            .map(|r| r.into_eval().map_err(StoreError::Other))
+            .collect()
+    }
+
+    async fn eval_check(&self, id: i64) -> Result<Option<EvalCheck>, StoreError> {
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS}, {EVAL_COLUMNS} FROM checks c \
+             JOIN check_state s ON s.check_id = c.id \
+             LEFT JOIN check_status st ON st.check_id = c.id WHERE c.id = ?"
+        );
+        let row: Option<EvalRow> = sqlx::query_as(&sql)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(EvalRow::into_eval).transpose()?)
+    }
+
+    async fn record_transition(&self, t: &Transition) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let to = &t.to;
+        let done = match &t.from {
+            None => {
+                sqlx::query(
+                    "INSERT INTO check_status (check_id, status, reason, since, quiet) \
+                 VALUES (?, ?, ?, ?, ?) ON CONFLICT (check_id) DO NOTHING",
+                )
+                .bind(t.check_id)
+                .bind(to.status.as_str())
+                .bind(to.reason.map(Reason::as_str))
+                .bind(to.since)
+                .bind(to.quiet)
+                .execute(&mut *tx)
+                .await?
+            }
+            Some(from) => {
+                sqlx::query(
+                    "UPDATE check_status SET status = ?, reason = ?, since = ?, quiet = ? \
+                 WHERE check_id = ? AND status = ? AND reason IS ? AND quiet = ?",
+                )
+                .bind(to.status.as_str())
+                .bind(to.reason.map(Reason::as_str))
+                .bind(to.since)
+                .bind(to.quiet)
+                .bind(t.check_id)
+                .bind(from.status.as_str())
+                .bind(from.reason.map(Reason::as_str))
+                .bind(from.quiet)
+                .execute(&mut *tx)
+                .await?
+            }
+        };
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        let old = t.from.map_or(Status::New, |f| f.status);
+        if t.flip {
+            sqlx::query(
+                "INSERT INTO flips (check_id, at, old_status, new_status, reason, recorded_at) \
+                 VALUES (?, ?, ?, ?, ?, ?)",
+            )
+            .bind(t.check_id)
+            .bind(to.since)
+            .bind(old.as_str())
+            .bind(to.status.as_str())
+            .bind(to.reason.map(Reason::as_str))
+            .bind(t.now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if to.status.is_failing() && !old.is_failing() {
+            sqlx::query(
+                "INSERT INTO incidents (check_id, opened_at, status, reason) \
+                 VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            )
+            .bind(t.check_id)
+            .bind(to.since)
+            .bind(to.status.as_str())
+            .bind(to.reason.map(Reason::as_str))
+            .execute(&mut *tx)
+            .await?;
+        } else if old.is_failing() && !to.status.is_failing() {
+            sqlx::query(
+                "UPDATE incidents SET resolved_at = ? WHERE check_id = ? AND resolved_at IS NULL",
+            )
+            .bind(to.since)
+            .bind(t.check_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some((at, entering)) = t.quiet_event {
+            sqlx::query(
+                "INSERT INTO check_events (check_id, at, kind, detail) VALUES (?, ?, ?, ?)",
+            )
+            .bind(t.check_id)
+            .bind(at)
+            .bind(QUIET_EVENT)
+            .bind(quiet_detail(entering))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn heartbeat(
+        &self,
+        replica: &str,
+        started_at: UnixMs,
+        now: UnixMs,
+        gap: i64,
+    ) -> Result<Option<(UnixMs, UnixMs)>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let (last,): (Option<i64>,) = sqlx::query_as("SELECT MAX(last_beat_at) FROM replicas")
+            .fetch_one(&mut *tx)
+            .await?;
+        let span = last.filter(|l| now - l > gap).map(|l| (l, now));
+        if let Some((start, end)) = span {
+            sqlx::query(
+                "INSERT INTO unobserved (start_at, end_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            )
+            .bind(start)
+            .bind(end)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(
+            "INSERT INTO replicas (id, started_at, last_beat_at) VALUES (?, ?, ?) \
+             ON CONFLICT (id) DO UPDATE SET last_beat_at = excluded.last_beat_at",
+        )
+        .bind(replica)
+        .bind(started_at)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(span)
+    }
+
+    async fn unobserved_spans(&self, since: UnixMs) -> Result<Vec<(UnixMs, UnixMs)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT start_at, end_at FROM unobserved WHERE end_at > ? ORDER BY start_at",
+        )
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn list_flips(&self, check_id: i64, limit: u32) -> Result<Vec<FlipRecord>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT at, old_status, new_status, reason FROM flips WHERE check_id = ? \
+             ORDER BY id DESC LIMIT ?",
+        )
+        .bind(check_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn list_incidents(
+        &self,
+        check_id: i64,
+        limit: u32,
+    ) -> Result<Vec<IncidentRecord>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, opened_at, status, reason, resolved_at FROM incidents \
+             WHERE check_id = ? ORDER BY id DESC LIMIT ?",
+        )
+        .bind(check_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn list_events(&self, check_id: i64, limit: u32) -> Result<Vec<EventRecord>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT at, kind, detail FROM check_events WHERE check_id = ? ORDER BY id DESC LIMIT ?",
+        )
+        .bind(check_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     async fn set_paused(&self, check_id: i64, paused: bool) -> Result<(), StoreError> {
@@ -231,9 +443,10 @@ impl SqliteStore {
 
 impl Writer {
     /// Writes one batch; see the module comment.
-    async fn write(&mut self, pings: &[NewPing]) -> Result<Vec<PingAck>, StoreError> {
+    async fn write(&mut self, pings: &[NewPing]) -> Result<Written, StoreError> {
         let w = self;
-        w.load_missing(pings).await?;
+        let ids: Vec<i64> = pings.iter().map(|p| p.check_id).collect();
+        w.load_missing(&ids).await?;
         if w.next_run_id.is_none() {
             let (max,): (i64,) = sqlx::query_as("SELECT COALESCE(MAX(id), 0) FROM runs")
                 .fetch_one(&mut w.conn)
@@ -276,7 +489,7 @@ impl Writer {
                 items: p.items,
                 rid: p.rid,
             };
-            let applied = entry.summary.apply(&facts, &mut || {
+            let applied = entry.summary.apply(&facts, entry.thresholds, &mut || {
                 let id = next_run_id;
                 next_run_id += 1;
                 id
@@ -317,24 +530,40 @@ impl Writer {
         }
         sql.push_str("COMMIT;");
 
-        if let Err(e) = sqlx::Executor::execute(&mut w.conn, sqlx::raw_sql(&sql)).await {
-            // The statement string carries its own transaction: make sure a
-            // failure half-way leaves no transaction open on this connection.
-            let _ = sqlx::Executor::execute(&mut w.conn, sqlx::raw_sql("ROLLBACK")).await;
+        w.execute_batch(&sql).await?;
+        w.next_run_id = Some(next_run_id);
+        let changed = touched
+            .iter()
+            .map(|(id, c)| Touched {
+                check_id: *id,
+                summary: c.summary.clone(),
+                paused: c.paused,
+            })
+            .collect();
+        w.checks.extend(touched);
+        Ok(Written {
+            acks,
+            touched: changed,
+        })
+    }
+
+    /// Runs a statement string that holds its own `BEGIN … COMMIT`.
+    async fn execute_batch(&mut self, sql: &str) -> Result<(), StoreError> {
+        if let Err(e) = sqlx::Executor::execute(&mut self.conn, sqlx::raw_sql(sql)).await {
+            // Make sure a failure half-way leaves no transaction open on this connection.
+            let _ = sqlx::Executor::execute(&mut self.conn, sqlx::raw_sql("ROLLBACK")).await;
             return Err(StoreError::Other(
-                anyhow::Error::new(e).context("cannot store a batch of pings"),
+                anyhow::Error::new(e).context("cannot write to SQLite"),
             ));
         }
-        w.next_run_id = Some(next_run_id);
-        w.checks.extend(touched);
-        Ok(acks)
+        Ok(())
     }
 
     /// Reads the summaries of checks this writer has not seen yet.
-    async fn load_missing(&mut self, pings: &[NewPing]) -> Result<(), StoreError> {
-        let mut missing: Vec<i64> = pings
+    async fn load_missing(&mut self, ids: &[i64]) -> Result<(), StoreError> {
+        let mut missing: Vec<i64> = ids
             .iter()
-            .map(|p| p.check_id)
+            .copied()
             .filter(|id| !self.checks.contains_key(id))
             .collect();
         if missing.is_empty() {
@@ -344,28 +573,14 @@ impl Writer {
         missing.dedup();
         let ids: Vec<String> = missing.iter().map(i64::to_string).collect();
         let sql = format!(
-            "SELECT c.id, c.paused, c.manual_resume, c.methods, s.n_pings, s.last_ping_at, \
-             s.last_ping_kind, s.last_success_at, s.last_start_at, s.last_failure_at, \
-             s.last_items, s.last_items_at, s.zero_streak_since, s.zero_streak_runs, \
-             s.consecutive_failures, s.consecutive_successes, s.last_duration_ms, s.open_runs, \
-             s.overlap_count FROM checks c JOIN check_state s ON s.check_id = c.id WHERE c.id IN ({})",
+            "SELECT {WRITER_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+             WHERE c.id IN ({})",
             ids.join(",")
         );
-        let rows: Vec<CachedRow> = sqlx::query_as(&sql).fetch_all(&mut self.conn).await?;
+        let rows: Vec<WriterRow> = sqlx::query_as(&sql).fetch_all(&mut self.conn).await?;
         for row in rows {
-            self.checks.insert(
-                row.id,
-                Cached {
-                    summary: row.state.into_summary()?,
-                    paused: row.paused,
-                    manual_resume: row.manual_resume,
-                    methods: if row.methods == "POST" {
-                        Methods::Post
-                    } else {
-                        Methods::Any
-                    },
-                },
-            );
+            let (id, check) = row.into_parts()?;
+            self.checks.insert(id, check);
         }
         Ok(())
     }
@@ -376,7 +591,7 @@ fn write_summaries(sql: &mut String, touched: &HashMap<i64, Cached>) -> Result<(
         "INSERT INTO check_state (check_id, n_pings, last_ping_at, last_ping_kind, \
          last_success_at, last_start_at, last_failure_at, last_items, last_items_at, \
          zero_streak_since, zero_streak_runs, consecutive_failures, consecutive_successes, \
-         last_duration_ms, open_runs, overlap_count) VALUES ",
+         last_duration_ms, open_runs, overlap_count, failed_since, timed_out_at) VALUES ",
     );
     for (i, (id, c)) in touched.iter().enumerate() {
         let s = &c.summary;
@@ -386,7 +601,7 @@ fn write_summaries(sql: &mut String, touched: &HashMap<i64, Cached>) -> Result<(
         let open_runs = serde_json::to_string(&s.open_runs).map_err(anyhow::Error::from)?;
         let _ = write!(
             sql,
-            "({id},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{})",
+            "({id},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{})",
             s.n_pings,
             opt_int(s.last_ping_at),
             opt_text(s.last_ping_kind.map(|k| k.as_str())),
@@ -402,6 +617,8 @@ fn write_summaries(sql: &mut String, touched: &HashMap<i64, Cached>) -> Result<(
             opt_int(s.last_duration_ms),
             text(&open_runs),
             s.overlaps,
+            opt_int(s.failed_since),
+            opt_int(s.timed_out_at),
         );
     }
     sql.push_str(
@@ -414,7 +631,8 @@ fn write_summaries(sql: &mut String, touched: &HashMap<i64, Cached>) -> Result<(
          consecutive_failures = excluded.consecutive_failures, \
          consecutive_successes = excluded.consecutive_successes, \
          last_duration_ms = excluded.last_duration_ms, open_runs = excluded.open_runs, \
-         overlap_count = excluded.overlap_count;\n",
+         overlap_count = excluded.overlap_count, failed_since = excluded.failed_since, \
+         timed_out_at = excluded.timed_out_at;\n",
     );
     Ok(())
 }
@@ -458,11 +676,13 @@ fn write_runs(sql: &mut String, runs: &[(i64, RunChange)]) {
                 ended_at,
                 outcome,
                 duration_ms,
+                reason,
             } => {
                 let _ = writeln!(
                     sql,
-                    "UPDATE runs SET ended_at = {ended_at}, outcome = '{}', duration_ms = {duration_ms} WHERE id = {id};",
-                    outcome.as_str()
+                    "UPDATE runs SET ended_at = {ended_at}, outcome = '{}', duration_ms = {duration_ms}, reason = {} WHERE id = {id};",
+                    outcome.as_str(),
+                    opt_text(*reason)
                 );
             }
         }

@@ -1,0 +1,793 @@
+//! The evaluator's pure core (SPEC §3): a check's status as a function of its
+//! rules, its ping summary, the spans the watchdog did not observe, and `now`;
+//! with the next instant at which that status could change.
+//!
+//! # Time
+//!
+//! Every duration (interval, grace, `zero_items_after`, `max_runtime`) is
+//! measured in *active, observed* time with [`ActiveClock`]: quiet time outside
+//! active hours and unobserved time (no replica accepted pings) do not count,
+//! so the limits pause over them and resume where they stopped.
+//!
+//! - Interval check: due = last success + interval, down = due + grace (grace
+//!   defaults to the interval: down after twice the interval).
+//! - Cron check: due = the first fire time after the last success. A fire time
+//!   is already wall-clock, so it is not pushed by the quiet time before it;
+//!   but when it falls in quiet or unobserved time, the check cannot be late
+//!   there, so due is the first instant after it at which the clock counts
+//!   again. down = due + grace, grace defaulting to the gap between that fire
+//!   time and the next (two missed fire times).
+//! - With no success yet, the last failure is the reference; a check that has
+//!   neither is `new` and is not judged by its schedule (a run it started is
+//!   still timed out by `max_runtime`).
+//!
+//! # Precedence
+//!
+//! paused > down (failed > run_timeout > overdue) > stalled > late > up.
+//! Recovery: a success clears overdue, stalled (with items > 0) and
+//! run_timeout at once; `failed` needs `recovery_threshold` successes.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::active_hours::{parse_windows, ActiveClock, ActiveHours};
+use super::check::{CheckSpec, Schedule};
+use super::ping::{Summary, UnixMs};
+use super::schedule::{parse_tz, CronSchedule};
+use super::status::{Reason, Status};
+
+/// A span when the watchdog accepted no pings: `[start, end)`.
+pub type Span = (DateTime<Utc>, DateTime<Utc>);
+
+/// When a check is expected.
+#[derive(Debug, Clone)]
+pub enum Expect {
+    Interval(Duration),
+    Cron(Arc<CronSchedule>),
+}
+
+/// The parts of a check's definition the evaluator needs, parsed once.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    pub expect: Expect,
+    /// `None`: one interval.
+    pub grace: Option<Duration>,
+    pub hours: Option<Arc<ActiveHours>>,
+    pub zero_items_after: Option<Duration>,
+    pub zero_items_runs: Option<u32>,
+    /// `None`: the grace.
+    pub max_runtime: Option<Duration>,
+}
+
+impl Rules {
+    /// Parses a validated spec; fails only on a spec that validation would reject.
+    pub fn from_spec(spec: &CheckSpec) -> Result<Rules, String> {
+        let expect = match &spec.schedule {
+            Schedule::Interval(d) => Expect::Interval(duration(*d)),
+            Schedule::Cron(expr) => Expect::Cron(Arc::new(
+                CronSchedule::parse(expr, &spec.tz).map_err(|e| e.to_string())?,
+            )),
+        };
+        let hours = if spec.active_hours.is_empty() {
+            None
+        } else {
+            let tz = parse_tz(&spec.tz).map_err(|e| e.to_string())?;
+            let windows = parse_windows(
+                spec.active_hours
+                    .iter()
+                    .map(|w| (w.start.as_str(), w.end.as_str(), w.days.as_slice())),
+            )
+            .map_err(|e| e.join("; "))?;
+            Some(Arc::new(ActiveHours::new(windows, tz)))
+        };
+        Ok(Rules {
+            expect,
+            grace: spec.grace.map(duration),
+            hours,
+            zero_items_after: spec.zero_items_after.map(duration),
+            zero_items_runs: spec.zero_items_runs,
+            max_runtime: spec.max_runtime.map(duration),
+        })
+    }
+}
+
+fn duration(d: StdDuration) -> Duration {
+    Duration::from_std(d).unwrap_or(Duration::MAX)
+}
+
+/// The evaluator's verdict at one instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evaluation {
+    pub status: Status,
+    pub reason: Option<Reason>,
+    /// When the current status began, when the rules can tell (e.g. the instant
+    /// a check went down, even if that was before `now`).
+    pub since: Option<DateTime<Utc>>,
+    /// A run is open.
+    pub running: bool,
+    /// Outside active hours now.
+    pub quiet: bool,
+    /// From this instant the check is late (`None`: not scheduled yet).
+    pub due: Option<DateTime<Utc>>,
+    /// From this instant the check is down for being overdue.
+    pub down_at: Option<DateTime<Utc>>,
+    /// The interval in force: the configured one, or the gap between the due
+    /// fire time and the next for a cron check.
+    pub interval: Option<Duration>,
+    /// The grace in force.
+    pub grace: Option<Duration>,
+    /// Active, observed time since the last success (zero without one).
+    pub staleness: Duration,
+    /// Open runs that exceeded `max_runtime`, with the instant each did:
+    /// the caller closes them as failed runs.
+    pub timed_out_runs: Vec<(i64, DateTime<Utc>)>,
+    /// The next instant at which any of the above could change by itself.
+    pub next_change: Option<DateTime<Utc>>,
+}
+
+/// Evaluates a check at `now`.
+pub fn evaluate(
+    rules: &Rules,
+    summary: &Summary,
+    paused: bool,
+    unobserved: &[Span],
+    now: DateTime<Utc>,
+) -> Evaluation {
+    let clock = ActiveClock {
+        hours: rules.hours.as_deref(),
+        unobserved,
+    };
+    let quiet = rules.hours.as_deref().is_some_and(|h| !h.is_active(now));
+    let mut next = Next::default();
+    if let Some(h) = rules.hours.as_deref() {
+        next.consider(h.next_change(now), now);
+    }
+    let running = !summary.open_runs.is_empty();
+    let mut e = Evaluation {
+        status: Status::Up,
+        reason: None,
+        since: None,
+        running,
+        quiet,
+        due: None,
+        down_at: None,
+        interval: None,
+        grace: None,
+        staleness: Duration::zero(),
+        timed_out_runs: Vec::new(),
+        next_change: None,
+    };
+    if paused {
+        e.status = Status::Paused;
+        return e;
+    }
+
+    // Runs that outlived max_runtime, from their start in active time.
+    for run in &summary.open_runs {
+        let Some(start) = instant(run.started_at) else {
+            continue;
+        };
+        let limit = max_runtime(rules, start);
+        match limit.and_then(|l| clock.advance(start, l)) {
+            Some(at) if at <= now => e.timed_out_runs.push((run.id, at)),
+            Some(at) => next.consider(Some(at), now),
+            None => {}
+        }
+    }
+    let timed_out_since = summary
+        .timed_out_at
+        .and_then(instant)
+        .into_iter()
+        .chain(e.timed_out_runs.iter().map(|(_, at)| *at))
+        .min();
+
+    let reference = summary.last_success_at.or(summary.last_failure_at);
+    let Some(reference) = reference.and_then(instant) else {
+        // Never succeeded nor failed: new, unless a first run already hung.
+        match timed_out_since {
+            Some(at) => set(&mut e, Status::Down, Some(Reason::RunTimeout), Some(at)),
+            None => e.status = Status::New,
+        }
+        e.next_change = next.0;
+        return e;
+    };
+
+    if let Some(last) = summary.last_success_at.and_then(instant) {
+        e.staleness = clock.elapsed(last, now);
+    }
+    let (due, interval) = due_and_interval(rules, &clock, reference);
+    let grace = rules.grace.or(interval);
+    let down_at = match (due, grace) {
+        (Some(d), Some(g)) => clock.advance(d, g),
+        _ => None,
+    };
+    e.due = due;
+    e.down_at = down_at;
+    e.interval = interval;
+    e.grace = grace;
+
+    let stalled_at = stalled_at(rules, summary, &clock, now);
+
+    if let Some(at) = summary.failed_since.and_then(instant) {
+        set(&mut e, Status::Down, Some(Reason::Failed), Some(at));
+    } else if let Some(at) = timed_out_since {
+        set(&mut e, Status::Down, Some(Reason::RunTimeout), Some(at));
+    } else if down_at.is_some_and(|d| d <= now) {
+        set(&mut e, Status::Down, Some(Reason::Overdue), down_at);
+    } else if let Some(at) = stalled_at.filter(|s| *s <= now) {
+        set(&mut e, Status::Stalled, None, Some(at));
+    } else if due.is_some_and(|d| d <= now) {
+        set(&mut e, Status::Late, None, due);
+    } else {
+        e.status = Status::Up;
+    }
+    for t in [due, down_at, stalled_at] {
+        next.consider(t, now);
+    }
+    e.next_change = next.0;
+    e
+}
+
+fn set(e: &mut Evaluation, status: Status, reason: Option<Reason>, since: Option<DateTime<Utc>>) {
+    e.status = status;
+    e.reason = reason;
+    e.since = since;
+}
+
+/// The earliest instant strictly after `now` among those considered.
+#[derive(Default)]
+struct Next(Option<DateTime<Utc>>);
+
+impl Next {
+    fn consider(&mut self, t: Option<DateTime<Utc>>, now: DateTime<Utc>) {
+        if let Some(t) = t.filter(|t| *t > now) {
+            self.0 = Some(self.0.map_or(t, |c| c.min(t)));
+        }
+    }
+}
+
+/// A stored instant as a `DateTime`.
+pub fn instant(ms: UnixMs) -> Option<DateTime<Utc>> {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+}
+
+fn due_and_interval(
+    rules: &Rules,
+    clock: &ActiveClock<'_>,
+    reference: DateTime<Utc>,
+) -> (Option<DateTime<Utc>>, Option<Duration>) {
+    match &rules.expect {
+        Expect::Interval(i) => (clock.advance(reference, *i), Some(*i)),
+        Expect::Cron(cron) => {
+            let Some(fire) = cron.next_after(reference) else {
+                return (None, None);
+            };
+            let interval = cron.next_after(fire).map(|f2| f2 - fire);
+            (resume_at(clock, fire), interval)
+        }
+    }
+}
+
+/// `t` if the clock counts there, else the first instant after it at which it does.
+fn resume_at(clock: &ActiveClock<'_>, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    // advance by the smallest unit, then step back: the first counting instant.
+    clock
+        .advance(t, Duration::milliseconds(1))
+        .map(|a| a - Duration::milliseconds(1))
+}
+
+fn max_runtime(rules: &Rules, start: DateTime<Utc>) -> Option<Duration> {
+    if let Some(m) = rules.max_runtime.or(rules.grace) {
+        return Some(m);
+    }
+    match &rules.expect {
+        Expect::Interval(i) => Some(*i),
+        Expect::Cron(cron) => {
+            let f1 = cron.next_after(start)?;
+            Some(cron.next_after(f1)? - f1)
+        }
+    }
+}
+
+fn stalled_at(
+    rules: &Rules,
+    s: &Summary,
+    clock: &ActiveClock<'_>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let since = s.zero_streak_since.and_then(instant)?;
+    let by_runs = rules
+        .zero_items_runs
+        .filter(|n| s.zero_streak_runs >= i64::from(*n))
+        // The streak reached its count at a ping no later than the last one.
+        .map(|_| s.last_items_at.and_then(instant).unwrap_or(now).min(now));
+    let by_time = rules.zero_items_after.and_then(|d| clock.advance(since, d));
+    match (by_runs, by_time) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::check::{CheckInput, WindowInput};
+    use crate::domain::ping::{OpenRun, PingFacts, PingKind, Thresholds};
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn rules(json: &str) -> Rules {
+        let input: CheckInput = serde_json::from_str(json).unwrap();
+        Rules::from_spec(&CheckSpec::from_input(input).unwrap()).unwrap()
+    }
+
+    fn ms(s: &str) -> UnixMs {
+        t(s).timestamp_millis()
+    }
+
+    fn success(at: &str) -> Summary {
+        let mut s = Summary::default();
+        ping(&mut s, at, PingKind::Success, None);
+        s
+    }
+
+    fn ping(s: &mut Summary, at: &str, kind: PingKind, items: Option<u64>) {
+        let mut id = s.open_runs.len() as i64 + 100;
+        s.apply(
+            &PingFacts {
+                at: ms(at),
+                kind,
+                items,
+                rid: None,
+            },
+            Thresholds::default(),
+            &mut || {
+                id += 1;
+                id
+            },
+        );
+    }
+
+    fn status_at(r: &Rules, s: &Summary, now: &str) -> (Status, Option<Reason>) {
+        let e = evaluate(r, s, false, &[], t(now));
+        (e.status, e.reason)
+    }
+
+    #[test]
+    fn never_pinged_is_new_and_never_changes() {
+        let r = rules(r#"{"interval":"1m"}"#);
+        let e = evaluate(
+            &r,
+            &Summary::default(),
+            false,
+            &[],
+            t("2026-01-01T00:00:00Z"),
+        );
+        assert_eq!(e.status, Status::New);
+        assert_eq!(e.next_change, None);
+        // A log ping does not take it out of new.
+        let mut s = Summary::default();
+        ping(&mut s, "2026-01-01T00:00:00Z", PingKind::Log, None);
+        assert_eq!(status_at(&r, &s, "2026-01-02T00:00:00Z").0, Status::New);
+    }
+
+    #[test]
+    fn interval_late_then_down_after_twice_the_interval() {
+        let r = rules(r#"{"interval":"5m"}"#);
+        let s = success("2026-01-01T12:00:00Z");
+        let cases = [
+            ("2026-01-01T12:00:00Z", Status::Up, None),
+            ("2026-01-01T12:04:59.999Z", Status::Up, None),
+            ("2026-01-01T12:05:00Z", Status::Late, None),
+            ("2026-01-01T12:09:59.999Z", Status::Late, None),
+            ("2026-01-01T12:10:00Z", Status::Down, Some(Reason::Overdue)),
+            ("2026-01-09T00:00:00Z", Status::Down, Some(Reason::Overdue)),
+        ];
+        for (now, status, reason) in cases {
+            assert_eq!(status_at(&r, &s, now), (status, reason), "{now}");
+        }
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T12:01:00Z"));
+        assert_eq!(e.due, Some(t("2026-01-01T12:05:00Z")));
+        assert_eq!(e.down_at, Some(t("2026-01-01T12:10:00Z")));
+        assert_eq!(e.next_change, Some(t("2026-01-01T12:05:00Z")));
+        assert_eq!(e.staleness, Duration::minutes(1));
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T12:06:00Z"));
+        assert_eq!(e.next_change, Some(t("2026-01-01T12:10:00Z")));
+        assert_eq!(e.since, Some(t("2026-01-01T12:05:00Z")));
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T13:00:00Z"));
+        assert_eq!(
+            e.since,
+            Some(t("2026-01-01T12:10:00Z")),
+            "the instant it really went down"
+        );
+        assert_eq!(e.next_change, None);
+    }
+
+    #[test]
+    fn explicit_grace() {
+        let r = rules(r#"{"interval":"1h","grace":"10m"}"#);
+        let s = success("2026-01-01T00:00:00Z");
+        assert_eq!(status_at(&r, &s, "2026-01-01T01:09:59Z").0, Status::Late);
+        assert_eq!(status_at(&r, &s, "2026-01-01T01:10:00Z").0, Status::Down);
+    }
+
+    #[test]
+    fn a_success_recovers_an_overdue_check() {
+        let r = rules(r#"{"interval":"1m"}"#);
+        let mut s = success("2026-01-01T00:00:00Z");
+        assert_eq!(status_at(&r, &s, "2026-01-01T00:03:00Z").0, Status::Down);
+        ping(&mut s, "2026-01-01T00:03:00Z", PingKind::Success, None);
+        assert_eq!(status_at(&r, &s, "2026-01-01T00:03:00Z").0, Status::Up);
+    }
+
+    #[test]
+    fn cron_down_after_two_missed_fire_times() {
+        let r = rules(r#"{"cron":"0 3 * * *","tz":"Europe/London"}"#);
+        let s = success("2026-01-01T03:00:05Z");
+        let cases = [
+            ("2026-01-02T02:59:59Z", Status::Up),
+            ("2026-01-02T03:00:00Z", Status::Late),
+            ("2026-01-03T02:59:59Z", Status::Late),
+            ("2026-01-03T03:00:00Z", Status::Down),
+        ];
+        for (now, status) in cases {
+            assert_eq!(status_at(&r, &s, now).0, status, "{now}");
+        }
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T04:00:00Z"));
+        assert_eq!(e.interval, Some(Duration::days(1)));
+        assert_eq!(e.grace, Some(Duration::days(1)));
+    }
+
+    #[test]
+    fn cron_in_a_dst_zone_uses_the_real_gap() {
+        // New York spring forward 2025-03-09: the day is 23 hours long.
+        let r = rules(r#"{"cron":"0 12 * * *","tz":"America/New_York"}"#);
+        let s = success("2025-03-08T17:00:00Z"); // 12:00 EST
+        let e = evaluate(&r, &s, false, &[], t("2025-03-08T18:00:00Z"));
+        assert_eq!(e.due, Some(t("2025-03-09T16:00:00Z"))); // 12:00 EDT
+        assert_eq!(e.interval, Some(Duration::hours(24)));
+        assert_eq!(e.down_at, Some(t("2025-03-10T16:00:00Z")));
+    }
+
+    #[test]
+    fn quiet_hours_pause_the_clock() {
+        // Active 18:00-09:00 in Shanghai (UTC+8): quiet 01:00Z-10:00Z.
+        let r = rules(
+            r#"{"interval":"1m","tz":"Asia/Shanghai",
+                "active_hours":[{"start":"18:00","end":"09:00"}]}"#,
+        );
+        // Last success 08:59:30 local (00:59:30Z): 30s left before the window closes.
+        let s = success("2026-01-05T00:59:30Z");
+        let e = evaluate(&r, &s, false, &[], t("2026-01-05T05:00:00Z"));
+        assert_eq!(e.status, Status::Up, "never late because of quiet hours");
+        assert!(e.quiet);
+        assert_eq!(e.due, Some(t("2026-01-05T10:00:30Z")));
+        assert_eq!(e.down_at, Some(t("2026-01-05T10:01:30Z")));
+        assert_eq!(
+            e.next_change,
+            Some(t("2026-01-05T10:00:00Z")),
+            "the window opening"
+        );
+        assert_eq!(e.staleness, Duration::seconds(30));
+        assert_eq!(status_at(&r, &s, "2026-01-05T10:00:30Z").0, Status::Late);
+        assert_eq!(status_at(&r, &s, "2026-01-05T10:01:30Z").0, Status::Down);
+        let e = evaluate(&r, &s, false, &[], t("2026-01-05T10:00:10Z"));
+        assert!(!e.quiet);
+        assert_eq!(e.staleness, Duration::seconds(40));
+    }
+
+    #[test]
+    fn late_before_quiet_stays_late_while_quiet() {
+        let r = rules(
+            r#"{"interval":"10m","tz":"UTC","active_hours":[{"start":"09:00","end":"17:00"}]}"#,
+        );
+        let s = success("2026-01-05T16:45:00Z");
+        // Due 16:55, the grace would end 17:05 but the window closes at 17:00.
+        assert_eq!(status_at(&r, &s, "2026-01-05T16:58:00Z").0, Status::Late);
+        assert_eq!(status_at(&r, &s, "2026-01-05T23:00:00Z").0, Status::Late);
+        let e = evaluate(&r, &s, false, &[], t("2026-01-05T23:00:00Z"));
+        assert_eq!(e.down_at, Some(t("2026-01-06T09:05:00Z")));
+    }
+
+    #[test]
+    fn window_days_and_cron_due_in_quiet_time() {
+        // Every 5 minutes by cron, but only expected mon-fri 09:00-17:00 UTC.
+        let r = rules(
+            r#"{"cron":"*/5 * * * *","active_hours":[{"start":"09:00","end":"17:00","days":["mon-fri"]}]}"#,
+        );
+        // Friday 2026-01-09 16:55: the next fire (17:00) is quiet until Monday 09:00.
+        let s = success("2026-01-09T16:55:00Z");
+        let e = evaluate(&r, &s, false, &[], t("2026-01-10T12:00:00Z"));
+        assert_eq!(e.status, Status::Up);
+        assert_eq!(e.due, Some(t("2026-01-12T09:00:00Z")));
+        assert_eq!(e.down_at, Some(t("2026-01-12T09:05:00Z")));
+    }
+
+    #[test]
+    fn unobserved_time_does_not_count() {
+        let r = rules(r#"{"interval":"1m"}"#);
+        let s = success("2026-01-01T00:00:00Z");
+        // The service was down from 00:00:30 to 01:00:00.
+        let outage = [(t("2026-01-01T00:00:30Z"), t("2026-01-01T01:00:00Z"))];
+        let e = evaluate(&r, &s, false, &outage, t("2026-01-01T01:00:01Z"));
+        assert_eq!(
+            e.status,
+            Status::Up,
+            "no alert because of the watchdog's own outage"
+        );
+        assert_eq!(e.due, Some(t("2026-01-01T01:00:30Z")));
+        assert_eq!(
+            e.down_at,
+            Some(t("2026-01-01T01:01:30Z")),
+            "the rest of the limit"
+        );
+        assert_eq!(e.staleness, Duration::seconds(31));
+    }
+
+    #[test]
+    fn failures_and_thresholds() {
+        let r = rules(r#"{"interval":"1h"}"#);
+        let mut s = success("2026-01-01T00:00:00Z");
+        ping(&mut s, "2026-01-01T00:10:00Z", PingKind::Fail, None);
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:10:00Z"));
+        assert_eq!((e.status, e.reason), (Status::Down, Some(Reason::Failed)));
+        assert_eq!(e.since, Some(t("2026-01-01T00:10:00Z")));
+        // Failed beats overdue later on.
+        assert_eq!(
+            status_at(&r, &s, "2026-01-05T00:00:00Z"),
+            (Status::Down, Some(Reason::Failed))
+        );
+        ping(&mut s, "2026-01-01T00:20:00Z", PingKind::Success, None);
+        assert_eq!(status_at(&r, &s, "2026-01-01T00:20:00Z").0, Status::Up);
+    }
+
+    #[test]
+    fn failure_without_any_success_is_the_reference() {
+        let r = rules(r#"{"interval":"1m","failure_threshold":3}"#);
+        let mut s = Summary::default();
+        let thresholds = Thresholds {
+            failure: 3,
+            recovery: 1,
+        };
+        s.apply(
+            &PingFacts {
+                at: ms("2026-01-01T00:00:00Z"),
+                kind: PingKind::Fail,
+                items: None,
+                rid: None,
+            },
+            thresholds,
+            &mut || 1,
+        );
+        assert_eq!(status_at(&r, &s, "2026-01-01T00:00:30Z").0, Status::Up);
+        assert_eq!(
+            status_at(&r, &s, "2026-01-01T00:02:00Z"),
+            (Status::Down, Some(Reason::Overdue))
+        );
+    }
+
+    #[test]
+    fn zero_items_by_time_and_by_runs() {
+        let r = rules(r#"{"interval":"10m","zero_items_after":"30m"}"#);
+        let mut s = Summary::default();
+        ping(&mut s, "2026-01-01T00:00:00Z", PingKind::Success, Some(4));
+        ping(&mut s, "2026-01-01T00:10:00Z", PingKind::Success, Some(0));
+        ping(&mut s, "2026-01-01T00:20:00Z", PingKind::Success, Some(0));
+        ping(&mut s, "2026-01-01T00:30:00Z", PingKind::Success, None);
+        ping(&mut s, "2026-01-01T00:35:00Z", PingKind::Success, Some(0));
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:36:00Z"));
+        assert_eq!(e.status, Status::Up);
+        assert_eq!(
+            e.next_change,
+            Some(t("2026-01-01T00:40:00Z")),
+            "the streak's end"
+        );
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:40:00Z"));
+        assert_eq!(e.status, Status::Stalled);
+        assert_eq!(e.since, Some(t("2026-01-01T00:40:00Z")));
+        // Silence beats stalled.
+        assert_eq!(status_at(&r, &s, "2026-01-01T00:55:00Z").0, Status::Down);
+        // Items > 0 recover.
+        ping(&mut s, "2026-01-01T00:41:00Z", PingKind::Success, Some(2));
+        assert_eq!(status_at(&r, &s, "2026-01-01T00:41:00Z").0, Status::Up);
+
+        let r = rules(r#"{"interval":"10m","zero_items_runs":3}"#);
+        let mut s = Summary::default();
+        ping(&mut s, "2026-01-01T00:00:00Z", PingKind::Success, Some(0));
+        ping(&mut s, "2026-01-01T00:01:00Z", PingKind::Success, Some(0));
+        assert_eq!(status_at(&r, &s, "2026-01-01T00:01:00Z").0, Status::Up);
+        ping(&mut s, "2026-01-01T00:02:00Z", PingKind::Success, Some(0));
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:02:00Z"));
+        assert_eq!(e.status, Status::Stalled);
+        assert_eq!(e.since, Some(t("2026-01-01T00:02:00Z")));
+    }
+
+    #[test]
+    fn zero_streak_pauses_while_quiet() {
+        let r = rules(
+            r#"{"interval":"1h","zero_items_after":"2h",
+                "active_hours":[{"start":"08:00","end":"20:00"}]}"#,
+        );
+        let mut s = Summary::default();
+        ping(&mut s, "2026-01-01T19:00:00Z", PingKind::Success, Some(0));
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T19:30:00Z"));
+        // One hour counts before 20:00, the other after 08:00 next day.
+        let stalled = evaluate(&r, &s, false, &[], t("2026-01-02T09:00:00Z"));
+        assert_eq!(e.status, Status::Up);
+        assert_eq!(
+            stalled.status,
+            Status::Down,
+            "silence also counts: down beats stalled"
+        );
+        let mut s2 = s.clone();
+        ping(&mut s2, "2026-01-02T08:30:00Z", PingKind::Success, Some(0));
+        let e = evaluate(&r, &s2, false, &[], t("2026-01-02T08:59:59Z"));
+        assert_eq!(e.status, Status::Up);
+        let e = evaluate(&r, &s2, false, &[], t("2026-01-02T09:00:00Z"));
+        assert_eq!(e.status, Status::Stalled);
+    }
+
+    #[test]
+    fn runs_time_out_after_max_runtime() {
+        let r = rules(r#"{"interval":"1h","max_runtime":"10m"}"#);
+        let mut s = success("2026-01-01T00:00:00Z");
+        ping(&mut s, "2026-01-01T00:30:00Z", PingKind::Start, None);
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:35:00Z"));
+        assert_eq!(e.status, Status::Up);
+        assert!(e.running);
+        assert_eq!(e.next_change, Some(t("2026-01-01T00:40:00Z")));
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:41:00Z"));
+        assert_eq!(
+            (e.status, e.reason),
+            (Status::Down, Some(Reason::RunTimeout))
+        );
+        let run_id = s.open_runs[0].id;
+        assert_eq!(e.timed_out_runs, vec![(run_id, t("2026-01-01T00:40:00Z"))]);
+        // Once the caller closed the run, the status holds until a success.
+        s.time_out_run(run_id, ms("2026-01-01T00:40:00Z")).unwrap();
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:42:00Z"));
+        assert_eq!(
+            (e.status, e.reason),
+            (Status::Down, Some(Reason::RunTimeout))
+        );
+        assert!(e.timed_out_runs.is_empty());
+        assert!(!e.running);
+        ping(&mut s, "2026-01-01T00:50:00Z", PingKind::Success, None);
+        assert_eq!(status_at(&r, &s, "2026-01-01T00:50:00Z").0, Status::Up);
+    }
+
+    #[test]
+    fn max_runtime_defaults_to_grace_and_catches_a_first_run() {
+        let r = rules(r#"{"interval":"1h","grace":"5m"}"#);
+        let mut s = Summary::default();
+        ping(&mut s, "2026-01-01T00:00:00Z", PingKind::Start, None);
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:04:00Z"));
+        assert_eq!(e.status, Status::New);
+        assert_eq!(e.next_change, Some(t("2026-01-01T00:05:00Z")));
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:05:00Z"));
+        assert_eq!(
+            (e.status, e.reason),
+            (Status::Down, Some(Reason::RunTimeout))
+        );
+    }
+
+    #[test]
+    fn max_runtime_pauses_while_quiet() {
+        let r = rules(
+            r#"{"interval":"1h","max_runtime":"30m","active_hours":[{"start":"08:00","end":"20:00"}]}"#,
+        );
+        let mut s = success("2026-01-01T19:00:00Z");
+        ping(&mut s, "2026-01-01T19:50:00Z", PingKind::Start, None);
+        let e = evaluate(&r, &s, false, &[], t("2026-01-02T03:00:00Z"));
+        assert!(e.timed_out_runs.is_empty());
+        assert_eq!(e.next_change, Some(t("2026-01-02T08:00:00Z")));
+        let e = evaluate(&r, &s, false, &[], t("2026-01-02T08:20:00Z"));
+        assert_eq!(e.timed_out_runs.len(), 1);
+        assert_eq!(e.timed_out_runs[0].1, t("2026-01-02T08:20:00Z"));
+    }
+
+    #[test]
+    fn paused_is_not_evaluated() {
+        let r = rules(r#"{"interval":"1m"}"#);
+        let s = success("2026-01-01T00:00:00Z");
+        let e = evaluate(&r, &s, true, &[], t("2026-02-01T00:00:00Z"));
+        assert_eq!(e.status, Status::Paused);
+        assert_eq!(e.next_change, None);
+    }
+
+    #[test]
+    fn open_runs_are_running() {
+        let r = rules(r#"{"interval":"1h"}"#);
+        let mut s = success("2026-01-01T00:00:00Z");
+        s.open_runs.push(OpenRun {
+            id: 9,
+            rid: None,
+            started_at: ms("2026-01-01T00:01:00Z"),
+            overlapped: false,
+        });
+        assert!(evaluate(&r, &s, false, &[], t("2026-01-01T00:02:00Z")).running);
+    }
+
+    #[test]
+    fn quiet_flag_and_window_edges_are_changes() {
+        let r = rules(
+            r#"{"interval":"1d","active_hours":[{"start":"18:00","end":"09:00","days":["fri"]}]}"#,
+        );
+        let s = success("2026-01-02T18:00:00Z"); // a Friday
+        let e = evaluate(&r, &s, false, &[], t("2026-01-03T08:59:00Z"));
+        assert!(!e.quiet, "a friday window covers saturday morning");
+        assert_eq!(e.next_change, Some(t("2026-01-03T09:00:00Z")));
+        let e = evaluate(&r, &s, false, &[], t("2026-01-03T09:00:00Z"));
+        assert!(e.quiet);
+        assert_eq!(e.next_change, Some(t("2026-01-09T18:00:00Z")));
+    }
+
+    fn spec_with_hours() -> impl Strategy<Value = Rules> {
+        (
+            1u64..7200,
+            prop::option::of(1u64..7200),
+            prop::option::of((0u16..1440, 0u16..1440)),
+        )
+            .prop_map(|(interval, grace, window)| {
+                let mut spec = CheckSpec::with_slug("p");
+                spec.schedule = Schedule::Interval(StdDuration::from_secs(interval));
+                spec.grace = grace.map(StdDuration::from_secs);
+                if let Some((a, b)) = window {
+                    spec.active_hours = vec![WindowInput {
+                        start: format!("{:02}:{:02}", a / 60, a % 60),
+                        end: format!("{:02}:{:02}", b / 60, b % 60),
+                        days: vec![],
+                    }];
+                }
+                Rules::from_spec(&spec).unwrap()
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// The status only changes at the instants the evaluator announces:
+        /// evaluating just before next_change gives the same verdict as now.
+        #[test]
+        fn status_is_constant_until_next_change(
+            rules in spec_with_hours(),
+            last in 0i64..86_400,
+            offset in 0i64..400_000,
+        ) {
+            let base = Utc.with_ymd_and_hms(2026, 3, 1, 0, 0, 0).unwrap();
+            let s = success(&(base + Duration::seconds(last)).to_rfc3339());
+            let now = base + Duration::seconds(last + offset);
+            let e = evaluate(&rules, &s, false, &[], now);
+            if let Some(next) = e.next_change {
+                prop_assert!(next > now);
+                let before = evaluate(&rules, &s, false, &[], next - Duration::milliseconds(1));
+                prop_assert_eq!((before.status, before.reason, before.quiet), (e.status, e.reason, e.quiet));
+            } else {
+                let later = evaluate(&rules, &s, false, &[], now + Duration::days(30));
+                prop_assert_eq!((later.status, later.reason), (e.status, e.reason));
+            }
+        }
+
+        /// Down exactly when active staleness reached interval + grace.
+        #[test]
+        fn down_iff_staleness_reaches_the_limit(
+            rules in spec_with_hours(),
+            last in 0i64..86_400,
+            offset in 0i64..400_000,
+        ) {
+            let base = Utc.with_ymd_and_hms(2026, 3, 1, 0, 0, 0).unwrap();
+            let s = success(&(base + Duration::seconds(last)).to_rfc3339());
+            let now = base + Duration::seconds(last + offset);
+            let e = evaluate(&rules, &s, false, &[], now);
+            let limit = e.interval.unwrap() + e.grace.unwrap();
+            prop_assert_eq!(e.status == Status::Down, e.staleness >= limit);
+            prop_assert_eq!(e.status == Status::Late, e.staleness >= e.interval.unwrap() && e.staleness < limit);
+        }
+    }
+}

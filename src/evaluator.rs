@@ -1,0 +1,453 @@
+//! The evaluator worker: a deadline queue that wakes at the next instant a
+//! check's status could change (or when a ping or an API change touches a
+//! check), evaluates it with the pure core, and records what changed: status,
+//! flip, incident, quiet-hours events, timed-out runs.
+//!
+//! Nothing is scanned per tick: each check sits in a min-heap at its own next
+//! change, so the worker sleeps (no CPU) while nothing is due. After a restart
+//! every check is evaluated once from stored state; only differences from the
+//! stored status are recorded, so nothing is recorded twice and missed rounds
+//! are never replayed.
+//!
+//! The worker evaluates only while this replica's heartbeat is fresh: while
+//! the database is unreachable nothing is judged, and once it is back the
+//! outage is an unobserved span that the clocks skip.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::evaluate::{evaluate, instant, Rules, Span};
+use crate::domain::ping::{Summary, UnixMs};
+use crate::domain::status::Status;
+use crate::store::{EvalCheck, Store, StoredStatus, Touched, Transition};
+
+/// How long to wait before retrying a check whose change could not be recorded.
+const RETRY: Duration = Duration::from_secs(1);
+/// Checks loaded per query at start-up.
+const PAGE: u32 = 10_000;
+
+/// Spans when no replica accepted pings, and this replica's last heartbeat.
+pub struct Observed {
+    spans: RwLock<Vec<Span>>,
+    last_beat: AtomicI64,
+    /// A heartbeat older than this means this replica is not observing.
+    stale_after: i64,
+}
+
+impl Observed {
+    /// `heartbeat_period`: a beat older than twice it is stale.
+    pub fn new(spans: Vec<(UnixMs, UnixMs)>, heartbeat_period: Duration) -> Observed {
+        let period = i64::try_from(heartbeat_period.as_millis()).unwrap_or(i64::MAX / 4);
+        Observed {
+            spans: RwLock::new(
+                spans
+                    .into_iter()
+                    .filter_map(|(a, b)| Some((instant(a)?, instant(b)?)))
+                    .collect(),
+            ),
+            last_beat: AtomicI64::new(i64::MIN / 2),
+            stale_after: period.saturating_mul(2),
+        }
+    }
+
+    /// The unobserved spans, in order.
+    pub fn spans(&self) -> Vec<Span> {
+        self.spans.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Records a successful heartbeat, and the span it found unobserved.
+    pub fn beat(&self, now: UnixMs, span: Option<(UnixMs, UnixMs)>) {
+        if let Some((a, b)) = span {
+            if let (Some(a), Some(b)) = (instant(a), instant(b)) {
+                let mut spans = self.spans.write().unwrap_or_else(|e| e.into_inner());
+                spans.push((a, b));
+                spans.sort();
+            }
+        }
+        self.last_beat.store(now, Ordering::Release);
+    }
+
+    /// True while this replica's heartbeat is recent enough to judge checks.
+    pub fn fresh(&self, now: UnixMs) -> bool {
+        now - self.last_beat.load(Ordering::Acquire) <= self.stale_after
+    }
+}
+
+/// What the rest of the server tells the evaluator.
+#[derive(Debug)]
+pub enum Notice {
+    /// Pings (or a run timeout) changed these summaries.
+    Touched(Vec<Touched>),
+    /// A check was created, edited, paused, resumed or deleted: reload it.
+    Changed(i64),
+}
+
+/// The handle other parts hold: cheap to clone, never blocks.
+#[derive(Clone)]
+pub struct EvaluatorHandle {
+    tx: mpsc::UnboundedSender<Notice>,
+}
+
+impl EvaluatorHandle {
+    /// Tells the evaluator about a change; dropped silently once it has stopped.
+    pub fn notify(&self, notice: Notice) {
+        let _ = self.tx.send(notice);
+    }
+}
+
+struct Entry {
+    /// `None` for a check whose stored definition no longer parses.
+    rules: Option<Rules>,
+    summary: Summary,
+    paused: bool,
+    stored: Option<StoredStatus>,
+    generation: u32,
+}
+
+/// The evaluator's state: every check, and a min-heap of when to look again.
+pub struct Evaluator {
+    store: Arc<dyn Store>,
+    observed: Arc<Observed>,
+    entries: HashMap<i64, Entry>,
+    heap: BinaryHeap<Reverse<(UnixMs, i64, u32)>>,
+    rx: mpsc::UnboundedReceiver<Notice>,
+}
+
+impl Evaluator {
+    /// An evaluator with no checks loaded yet, and its handle.
+    pub fn new(store: Arc<dyn Store>, observed: Arc<Observed>) -> (Evaluator, EvaluatorHandle) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            Evaluator {
+                store,
+                observed,
+                entries: HashMap::new(),
+                heap: BinaryHeap::new(),
+                rx,
+            },
+            EvaluatorHandle { tx },
+        )
+    }
+
+    /// Loads every check and schedules each for an immediate evaluation.
+    pub async fn load(&mut self, now: UnixMs) -> anyhow::Result<()> {
+        let mut after = 0;
+        loop {
+            let page = self.store.eval_checks(after, PAGE).await?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            for c in page {
+                self.insert(c, now);
+            }
+        }
+        tracing::info!(checks = self.entries.len(), "evaluator loaded");
+        Ok(())
+    }
+
+    /// Number of checks held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when no checks are held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn insert(&mut self, c: EvalCheck, now: UnixMs) {
+        let rules = match Rules::from_spec(&c.spec) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::error!(check = c.id, error = %e, "stored check definition does not parse; not evaluated");
+                None
+            }
+        };
+        let generation = self.entries.get(&c.id).map_or(0, |e| e.generation);
+        self.entries.insert(
+            c.id,
+            Entry {
+                rules,
+                summary: c.summary,
+                paused: c.paused,
+                stored: c.stored,
+                generation,
+            },
+        );
+        self.schedule(c.id, now);
+    }
+
+    fn schedule(&mut self, id: i64, at: UnixMs) {
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.generation = e.generation.wrapping_add(1);
+            self.heap.push(Reverse((at, id, e.generation)));
+        }
+    }
+
+    /// Applies a notice.
+    pub async fn handle(&mut self, notice: Notice, now: UnixMs) {
+        match notice {
+            Notice::Touched(touched) => {
+                for t in touched {
+                    match self.entries.get_mut(&t.check_id) {
+                        Some(e) => {
+                            e.summary = t.summary;
+                            e.paused = t.paused;
+                            self.schedule(t.check_id, now);
+                        }
+                        None => self.reload(t.check_id, now).await,
+                    }
+                }
+            }
+            Notice::Changed(id) => self.reload(id, now).await,
+        }
+    }
+
+    async fn reload(&mut self, id: i64, now: UnixMs) {
+        match self.store.eval_check(id).await {
+            Ok(Some(c)) => self.insert(c, now),
+            Ok(None) => {
+                self.entries.remove(&id);
+            }
+            Err(e) => {
+                tracing::warn!(check = id, error = %format!("{e:#}"), "cannot reload a check; will retry");
+                // Keep the old entry (if any) and look again soon.
+                self.schedule(id, now + millis(RETRY));
+            }
+        }
+    }
+
+    /// The instant of the earliest scheduled evaluation.
+    pub fn next_wake(&self) -> Option<UnixMs> {
+        self.heap.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    /// Evaluates every check due at or before `now`.
+    pub async fn tick(&mut self, now: UnixMs) {
+        if !self.observed.fresh(now) {
+            // Not observing: judge nothing until the heartbeat is back (the
+            // outage then becomes an unobserved span).
+            return;
+        }
+        let spans = self.observed.spans();
+        while let Some(Reverse((at, id, generation))) = self.heap.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.heap.pop();
+            let current = self.entries.get(&id).map(|e| e.generation);
+            if current != Some(generation) {
+                continue; // superseded by a later schedule
+            }
+            self.process(id, now, &spans).await;
+        }
+    }
+
+    async fn process(&mut self, id: i64, now: UnixMs, spans: &[Span]) {
+        let Some(now_dt) = instant(now) else { return };
+        let Some(entry) = self.entries.get(&id) else {
+            return;
+        };
+        let Some(rules) = entry.rules.clone() else {
+            return;
+        };
+        let mut eval = evaluate(&rules, &entry.summary, entry.paused, spans, now_dt);
+
+        // Close runs that outlived max_runtime, then judge again with them closed.
+        if !eval.timed_out_runs.is_empty() {
+            for (run_id, at) in eval.timed_out_runs.clone() {
+                match self
+                    .store
+                    .time_out_run(id, run_id, at.timestamp_millis())
+                    .await
+                {
+                    Ok(Some(t)) => {
+                        if let Some(e) = self.entries.get_mut(&id) {
+                            e.summary = t.summary;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(check = id, error = %format!("{e:#}"), "cannot close a timed-out run; will retry");
+                        self.schedule(id, now + millis(RETRY));
+                        return;
+                    }
+                }
+            }
+            let Some(entry) = self.entries.get(&id) else {
+                return;
+            };
+            eval = evaluate(&rules, &entry.summary, entry.paused, spans, now_dt);
+        }
+
+        let Some(entry) = self.entries.get(&id) else {
+            return;
+        };
+        let stored = entry.stored;
+        let changed_status = stored.map_or(eval.status != Status::New, |s| {
+            s.status != eval.status || s.reason != eval.reason
+        });
+        let changed_quiet = stored.map_or(eval.quiet, |s| s.quiet != eval.quiet);
+        if stored.is_none() || changed_status || changed_quiet {
+            let since = if changed_status || stored.is_none() {
+                eval.since.map_or(now, |t| t.timestamp_millis().min(now))
+            } else {
+                stored.map_or(now, |s| s.since)
+            };
+            let to = StoredStatus {
+                status: eval.status,
+                reason: eval.reason,
+                since,
+                quiet: eval.quiet,
+            };
+            let transition = Transition {
+                check_id: id,
+                from: stored,
+                to,
+                flip: changed_status,
+                quiet_event: (changed_quiet && eval.status != Status::Paused)
+                    .then_some((now, eval.quiet)),
+                now,
+            };
+            match self.store.record_transition(&transition).await {
+                Ok(true) => {
+                    if changed_status {
+                        tracing::info!(
+                            check = id,
+                            from = stored.map_or("new", |s| s.status.as_str()),
+                            to = eval.status.as_str(),
+                            reason = eval.reason.map(|r| r.as_str()),
+                            at = %instant(since).map(|t| t.to_rfc3339()).unwrap_or_default(),
+                            "status changed"
+                        );
+                    }
+                    if let Some(e) = self.entries.get_mut(&id) {
+                        e.stored = Some(to);
+                    }
+                }
+                Ok(false) => {
+                    // Someone else recorded a change meanwhile: start from theirs.
+                    self.reload(id, now).await;
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(check = id, error = %format!("{e:#}"), "cannot record a status change; will retry");
+                    self.schedule(id, now + millis(RETRY));
+                    return;
+                }
+            }
+        }
+        if let Some(next) = eval.next_change {
+            self.schedule(id, next.timestamp_millis());
+        }
+    }
+
+    /// Runs until `stop` fires: loads every check, then sleeps until the next
+    /// deadline or notice.
+    pub async fn run(mut self, stop: CancellationToken) {
+        let mut loaded = false;
+        while !loaded {
+            match self.load(now_ms()).await {
+                Ok(()) => loaded = true,
+                Err(e) => {
+                    tracing::error!(error = %format!("{e:#}"), "evaluator cannot load checks; retrying");
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(RETRY) => {}
+                    }
+                }
+            }
+        }
+        loop {
+            let now = now_ms();
+            self.tick(now).await;
+            let wait = match self.next_wake() {
+                // While not observing, look again at the heartbeat's pace.
+                Some(_) if !self.observed.fresh(now) => RETRY,
+                Some(at) => Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0)),
+                None => Duration::from_secs(3600),
+            };
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                notice = self.rx.recv() => {
+                    let Some(notice) = notice else { break };
+                    let now = now_ms();
+                    self.handle(notice, now).await;
+                    while let Ok(n) = self.rx.try_recv() {
+                        self.handle(n, now).await;
+                    }
+                }
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+}
+
+/// Records this replica's heartbeat every `period` until `stop` fires.
+pub async fn heartbeat_loop(
+    store: Arc<dyn Store>,
+    observed: Arc<Observed>,
+    replica: String,
+    started_at: UnixMs,
+    period: Duration,
+    stop: CancellationToken,
+) {
+    let gap = millis(period).saturating_mul(2);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(period) => {}
+        }
+        beat(&*store, &observed, &replica, started_at, gap).await;
+    }
+    // A last beat, so the span until the next start is measured from now.
+    beat(&*store, &observed, &replica, started_at, gap).await;
+}
+
+/// One heartbeat; logs rather than fails.
+pub async fn beat(
+    store: &dyn Store,
+    observed: &Observed,
+    replica: &str,
+    started_at: UnixMs,
+    gap: i64,
+) -> bool {
+    let now = now_ms();
+    match store.heartbeat(replica, started_at, now, gap).await {
+        Ok(span) => {
+            if let Some((a, b)) = span {
+                tracing::warn!(
+                    from = %instant(a).map(|t| t.to_rfc3339()).unwrap_or_default(),
+                    to = %instant(b).map(|t| t.to_rfc3339()).unwrap_or_default(),
+                    "no replica accepted pings in this span: it does not count toward any limit"
+                );
+            }
+            observed.beat(now, span);
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %format!("{e:#}"), "cannot record the heartbeat");
+            false
+        }
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
+}
+
+/// The current instant in Unix milliseconds.
+pub fn now_ms() -> UnixMs {
+    Utc::now().timestamp_millis()
+}
+
+/// The current instant.
+pub fn now() -> DateTime<Utc> {
+    Utc::now()
+}
