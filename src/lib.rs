@@ -7,6 +7,8 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod domain;
+pub mod evaluator;
+pub mod explain;
 pub mod http;
 pub mod ingest;
 pub mod store;
