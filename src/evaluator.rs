@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::evaluate::{evaluate, instant, Rules, Span};
+use crate::domain::evaluate::{evaluate, instant, Rules, RulesCache, Span};
 use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::Status;
 use crate::store::{EvalCheck, Store, StoredStatus, Touched, Transition};
@@ -32,6 +32,18 @@ use crate::store::{EvalCheck, Store, StoredStatus, Touched, Transition};
 const RETRY: Duration = Duration::from_secs(1);
 /// Checks loaded per query at start-up.
 const PAGE: u32 = 10_000;
+/// Status changes recorded per transaction.
+const BATCH: usize = 2_000;
+
+/// What evaluating one check produced.
+enum Outcome {
+    /// Nothing to record; look again then.
+    Unchanged(Option<UnixMs>),
+    /// Record this; then look again then.
+    Changed(Transition, Option<UnixMs>),
+    /// A store call failed: look again soon.
+    Retry,
+}
 
 /// Spans when no replica accepted pings, and this replica's last heartbeat.
 pub struct Observed {
@@ -118,6 +130,7 @@ pub struct Evaluator {
     entries: HashMap<i64, Entry>,
     heap: BinaryHeap<Reverse<(UnixMs, i64, u32)>>,
     rx: mpsc::UnboundedReceiver<Notice>,
+    cache: RulesCache,
 }
 
 impl Evaluator {
@@ -131,6 +144,7 @@ impl Evaluator {
                 entries: HashMap::new(),
                 heap: BinaryHeap::new(),
                 rx,
+                cache: RulesCache::default(),
             },
             EvaluatorHandle { tx },
         )
@@ -162,7 +176,7 @@ impl Evaluator {
     }
 
     fn insert(&mut self, c: EvalCheck, now: UnixMs) {
-        let rules = match Rules::from_spec(&c.spec) {
+        let rules = match Rules::from_spec_cached(&c.spec, &mut self.cache) {
             Ok(r) => Some(r),
             Err(e) => {
                 tracing::error!(check = c.id, error = %e, "stored check definition does not parse; not evaluated");
@@ -228,7 +242,8 @@ impl Evaluator {
         self.heap.peek().map(|Reverse((at, _, _))| *at)
     }
 
-    /// Evaluates every check due at or before `now`.
+    /// Evaluates every check due at or before `now`, recording what changed
+    /// in batches of at most [`BATCH`] checks per transaction.
     pub async fn tick(&mut self, now: UnixMs) {
         if !self.observed.fresh(now) {
             // Not observing: judge nothing until the heartbeat is back (the
@@ -236,6 +251,7 @@ impl Evaluator {
             return;
         }
         let spans = self.observed.spans();
+        let mut pending: Vec<(Transition, Option<UnixMs>)> = Vec::new();
         while let Some(Reverse((at, id, generation))) = self.heap.peek().copied() {
             if at > now {
                 break;
@@ -245,17 +261,72 @@ impl Evaluator {
             if current != Some(generation) {
                 continue; // superseded by a later schedule
             }
-            self.process(id, now, &spans).await;
+            match self.process(id, now, &spans).await {
+                Outcome::Unchanged(next) => {
+                    if let Some(next) = next {
+                        self.schedule(id, next);
+                    }
+                }
+                Outcome::Changed(t, next) => {
+                    pending.push((t, next));
+                    if pending.len() >= BATCH {
+                        self.flush(&mut pending, now).await;
+                    }
+                }
+                Outcome::Retry => self.schedule(id, now + millis(RETRY)),
+            }
+        }
+        self.flush(&mut pending, now).await;
+    }
+
+    async fn flush(&mut self, pending: &mut Vec<(Transition, Option<UnixMs>)>, now: UnixMs) {
+        if pending.is_empty() {
+            return;
+        }
+        let batch: Vec<Transition> = pending.iter().map(|(t, _)| t.clone()).collect();
+        match self.store.record_transitions(&batch).await {
+            Ok(()) => {
+                for (t, next) in pending.drain(..) {
+                    if t.flip {
+                        tracing::info!(
+                            check = t.check_id,
+                            from = t.from.map_or("new", |s| s.status.as_str()),
+                            to = t.to.status.as_str(),
+                            reason = t.to.reason.map(|r| r.as_str()),
+                            at = %instant(t.to.since).map(|x| x.to_rfc3339()).unwrap_or_default(),
+                            "status changed"
+                        );
+                    }
+                    if let Some(e) = self.entries.get_mut(&t.check_id) {
+                        e.stored = Some(t.to);
+                    }
+                    if let Some(next) = next {
+                        self.schedule(t.check_id, next);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(
+                    checks = pending.len(),
+                    error = %format!("{e:#}"),
+                    "cannot record status changes; will retry"
+                );
+                for (t, _) in pending.drain(..) {
+                    self.schedule(t.check_id, now + millis(RETRY));
+                }
+            }
         }
     }
 
-    async fn process(&mut self, id: i64, now: UnixMs, spans: &[Span]) {
-        let Some(now_dt) = instant(now) else { return };
+    async fn process(&mut self, id: i64, now: UnixMs, spans: &[Span]) -> Outcome {
+        let Some(now_dt) = instant(now) else {
+            return Outcome::Unchanged(None);
+        };
         let Some(entry) = self.entries.get(&id) else {
-            return;
+            return Outcome::Unchanged(None);
         };
         let Some(rules) = entry.rules.clone() else {
-            return;
+            return Outcome::Unchanged(None);
         };
         let mut eval = evaluate(&rules, &entry.summary, entry.paused, spans, now_dt);
 
@@ -275,77 +346,52 @@ impl Evaluator {
                     Ok(None) => {}
                     Err(e) => {
                         tracing::warn!(check = id, error = %format!("{e:#}"), "cannot close a timed-out run; will retry");
-                        self.schedule(id, now + millis(RETRY));
-                        return;
+                        return Outcome::Retry;
                     }
                 }
             }
             let Some(entry) = self.entries.get(&id) else {
-                return;
+                return Outcome::Unchanged(None);
             };
             eval = evaluate(&rules, &entry.summary, entry.paused, spans, now_dt);
         }
 
         let Some(entry) = self.entries.get(&id) else {
-            return;
+            return Outcome::Unchanged(None);
         };
+        let next = eval.next_change.map(|t| t.timestamp_millis());
         let stored = entry.stored;
         let changed_status = stored.map_or(eval.status != Status::New, |s| {
             s.status != eval.status || s.reason != eval.reason
         });
         let changed_quiet = stored.map_or(eval.quiet, |s| s.quiet != eval.quiet);
-        if stored.is_none() || changed_status || changed_quiet {
-            let since = if changed_status || stored.is_none() {
-                eval.since.map_or(now, |t| t.timestamp_millis().min(now))
-            } else {
-                stored.map_or(now, |s| s.since)
-            };
-            let to = StoredStatus {
-                status: eval.status,
-                reason: eval.reason,
-                since,
-                quiet: eval.quiet,
-            };
-            let transition = Transition {
+        if stored.is_some() && !changed_status && !changed_quiet {
+            return Outcome::Unchanged(next);
+        }
+        let since = if changed_status || stored.is_none() {
+            eval.since.map_or(now, |t| t.timestamp_millis().min(now))
+        } else {
+            stored.map_or(now, |s| s.since)
+        };
+        let to = StoredStatus {
+            status: eval.status,
+            reason: eval.reason,
+            since,
+            quiet: eval.quiet,
+        };
+        Outcome::Changed(
+            Transition {
                 check_id: id,
                 from: stored,
                 to,
                 flip: changed_status,
                 quiet_event: (changed_quiet && eval.status != Status::Paused)
                     .then_some((now, eval.quiet)),
-                now,
-            };
-            match self.store.record_transition(&transition).await {
-                Ok(true) => {
-                    if changed_status {
-                        tracing::info!(
-                            check = id,
-                            from = stored.map_or("new", |s| s.status.as_str()),
-                            to = eval.status.as_str(),
-                            reason = eval.reason.map(|r| r.as_str()),
-                            at = %instant(since).map(|t| t.to_rfc3339()).unwrap_or_default(),
-                            "status changed"
-                        );
-                    }
-                    if let Some(e) = self.entries.get_mut(&id) {
-                        e.stored = Some(to);
-                    }
-                }
-                Ok(false) => {
-                    // Someone else recorded a change meanwhile: start from theirs.
-                    self.reload(id, now).await;
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(check = id, error = %format!("{e:#}"), "cannot record a status change; will retry");
-                    self.schedule(id, now + millis(RETRY));
-                    return;
-                }
-            }
-        }
-        if let Some(next) = eval.next_change {
-            self.schedule(id, next.timestamp_millis());
-        }
+                // When it was recorded, to measure how late the evaluator is.
+                now: now_ms(),
+            },
+            next,
+        )
     }
 
     /// Runs until `stop` fires: loads every check, then sleeps until the next

@@ -247,3 +247,130 @@ both_backends!(paused_checks_resume_unless_manual, |backend| async move {
         .acks;
     assert_eq!(acks[0].kind, PingKind::Success);
 });
+
+both_backends!(
+    transitions_flips_incidents_and_events,
+    |backend| async move {
+        use overdue::domain::status::{Reason, Status};
+        use overdue::store::{StoredStatus, Transition};
+        let (_db, store) = open(backend).await;
+        let a = store
+            .create_check(&spec("{}"), CheckSource::Api, 0)
+            .await
+            .unwrap();
+        let b = store
+            .create_check(&spec("{}"), CheckSource::Api, 0)
+            .await
+            .unwrap();
+        let st = |status, reason, since, quiet| StoredStatus {
+            status,
+            reason,
+            since,
+            quiet,
+        };
+        let up = st(Status::Up, None, 10, false);
+        let down = st(Status::Down, Some(Reason::Overdue), 20, false);
+        store
+            .record_transitions(&[
+                Transition {
+                    check_id: a.id,
+                    from: None,
+                    to: up,
+                    flip: true,
+                    quiet_event: None,
+                    now: 11,
+                },
+                Transition {
+                    check_id: b.id,
+                    from: None,
+                    to: st(Status::New, None, 5, true),
+                    flip: false,
+                    quiet_event: Some((5, true)),
+                    now: 6,
+                },
+            ])
+            .await
+            .unwrap();
+        store
+            .record_transitions(&[Transition {
+                check_id: a.id,
+                from: Some(up),
+                to: down,
+                flip: true,
+                quiet_event: None,
+                now: 25,
+            }])
+            .await
+            .unwrap();
+        let stored = store
+            .eval_check(a.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .stored
+            .unwrap();
+        assert_eq!(stored, down);
+        let incidents = store.list_incidents(a.id, 10).await.unwrap();
+        assert_eq!(incidents.len(), 1);
+        assert_eq!(
+            (incidents[0].opened_at, incidents[0].resolved_at),
+            (20, None)
+        );
+        store
+            .record_transitions(&[Transition {
+                check_id: a.id,
+                from: Some(down),
+                to: st(Status::Up, None, 30, false),
+                flip: true,
+                quiet_event: None,
+                now: 31,
+            }])
+            .await
+            .unwrap();
+        let flips = store.list_flips(a.id, 10).await.unwrap();
+        let seen: Vec<(i64, &str, &str)> = flips
+            .iter()
+            .map(|f| (f.at, f.old_status.as_str(), f.new_status.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![(30, "down", "up"), (20, "up", "down"), (10, "new", "up")]
+        );
+        assert_eq!(flips[1].reason.as_deref(), Some("overdue"));
+        assert_eq!(
+            store.list_incidents(a.id, 10).await.unwrap()[0].resolved_at,
+            Some(30)
+        );
+        let events = store.list_events(b.id, 10).await.unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].kind, "skipped: quiet-hours");
+        assert!(store.list_flips(b.id, 10).await.unwrap().is_empty());
+        let b_stored = store.eval_checks(0, 10).await.unwrap()[1].stored.unwrap();
+        assert!(b_stored.quiet);
+    }
+);
+
+both_backends!(heartbeats_record_unobserved_spans, |backend| async move {
+    let (_db, store) = open(backend).await;
+    assert_eq!(
+        store.heartbeat("r1", 0, 1_000, 500).await.unwrap(),
+        None,
+        "first ever"
+    );
+    assert_eq!(store.heartbeat("r1", 0, 1_400, 500).await.unwrap(), None);
+    assert_eq!(
+        store.heartbeat("r2", 0, 1_800, 500).await.unwrap(),
+        None,
+        "any replica counts"
+    );
+    assert_eq!(
+        store.heartbeat("r1", 0, 5_000, 500).await.unwrap(),
+        Some((1_800, 5_000))
+    );
+    assert_eq!(store.heartbeat("r2", 0, 5_100, 500).await.unwrap(), None);
+    assert_eq!(
+        store.unobserved_spans(0).await.unwrap(),
+        vec![(1_800, 5_000)]
+    );
+    assert_eq!(store.unobserved_spans(5_000).await.unwrap(), vec![]);
+});

@@ -16,7 +16,7 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(86_400);
 pub const MIN_DURATION: Duration = Duration::from_secs(1);
 
 /// One active-hours window as written by a user.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WindowInput {
     pub start: String,

@@ -27,13 +27,14 @@
 //! Recovery: a success clears overdue, stalled (with items > 0) and
 //! run_timeout at once; `failed` needs `recovery_threshold` successes.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
 
 use super::active_hours::{parse_windows, ActiveClock, ActiveHours};
-use super::check::{CheckSpec, Schedule};
+use super::check::{CheckSpec, Schedule, WindowInput};
 use super::ping::{Summary, UnixMs};
 use super::schedule::{parse_tz, CronSchedule};
 use super::status::{Reason, Status};
@@ -61,26 +62,59 @@ pub struct Rules {
     pub max_runtime: Option<Duration>,
 }
 
+/// Shares parsed schedules and windows between checks that use the same
+/// ones: parsing a cron expression costs tens of microseconds, and a million
+/// checks usually use a handful of expressions.
+#[derive(Default)]
+pub struct RulesCache {
+    crons: HashMap<(String, String), Arc<CronSchedule>>,
+    hours: HashMap<(Vec<WindowInput>, String), Arc<ActiveHours>>,
+}
+
 impl Rules {
     /// Parses a validated spec; fails only on a spec that validation would reject.
     pub fn from_spec(spec: &CheckSpec) -> Result<Rules, String> {
+        Self::from_spec_cached(spec, &mut RulesCache::default())
+    }
+
+    /// Like [`Rules::from_spec`], sharing what `cache` already parsed.
+    pub fn from_spec_cached(spec: &CheckSpec, cache: &mut RulesCache) -> Result<Rules, String> {
         let expect = match &spec.schedule {
             Schedule::Interval(d) => Expect::Interval(duration(*d)),
-            Schedule::Cron(expr) => Expect::Cron(Arc::new(
-                CronSchedule::parse(expr, &spec.tz).map_err(|e| e.to_string())?,
-            )),
+            Schedule::Cron(expr) => {
+                let key = (expr.clone(), spec.tz.clone());
+                let cron = match cache.crons.get(&key) {
+                    Some(c) => c.clone(),
+                    None => {
+                        let c = Arc::new(
+                            CronSchedule::parse(expr, &spec.tz).map_err(|e| e.to_string())?,
+                        );
+                        cache.crons.insert(key, c.clone());
+                        c
+                    }
+                };
+                Expect::Cron(cron)
+            }
         };
         let hours = if spec.active_hours.is_empty() {
             None
         } else {
-            let tz = parse_tz(&spec.tz).map_err(|e| e.to_string())?;
-            let windows = parse_windows(
-                spec.active_hours
-                    .iter()
-                    .map(|w| (w.start.as_str(), w.end.as_str(), w.days.as_slice())),
-            )
-            .map_err(|e| e.join("; "))?;
-            Some(Arc::new(ActiveHours::new(windows, tz)))
+            let key = (spec.active_hours.clone(), spec.tz.clone());
+            match cache.hours.get(&key) {
+                Some(h) => Some(h.clone()),
+                None => {
+                    let tz = parse_tz(&spec.tz).map_err(|e| e.to_string())?;
+                    let windows = parse_windows(
+                        spec.active_hours
+                            .iter()
+                            .map(|w| (w.start.as_str(), w.end.as_str(), w.days.as_slice())),
+                    )
+                    .map_err(|e| e.join("; "))?;
+                    let h = Arc::new(ActiveHours::new(windows, tz));
+                    cache.hours.insert(key, h.clone());
+                    Some(h)
+                }
+            }
         };
         Ok(Rules {
             expect,
@@ -313,7 +347,7 @@ fn stalled_at(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::check::{CheckInput, WindowInput};
+    use crate::domain::check::CheckInput;
     use crate::domain::ping::{OpenRun, PingFacts, PingKind, Thresholds};
     use chrono::TimeZone;
     use proptest::prelude::*;

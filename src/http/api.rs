@@ -15,7 +15,7 @@ use super::auth::{ReadAccess, WriteAccess};
 use super::error::AppError;
 use super::AppState;
 use crate::domain::check::{format_duration, CheckInput, CheckSpec, FieldError, WindowInput};
-use crate::domain::evaluate::{evaluate, Rules, Span};
+use crate::domain::evaluate::{evaluate, Rules, RulesCache, Span};
 use crate::domain::ping::UnixMs;
 use crate::domain::status::{Reason, Status};
 use crate::evaluator::Notice;
@@ -75,9 +75,9 @@ pub struct CheckView {
 impl CheckView {
     /// The resource with its status evaluated live, with the same pure core
     /// the evaluator uses.
-    fn new(check: Check, base_url: &str, unobserved: &[Span]) -> CheckView {
+    fn new(check: Check, base_url: &str, unobserved: &[Span], cache: &mut RulesCache) -> CheckView {
         let now = Utc::now();
-        let eval = Rules::from_spec(&check.spec)
+        let eval = Rules::from_spec_cached(&check.spec, cache)
             .map(|rules| evaluate(&rules, &check.summary, check.paused, unobserved, now));
         let (status, reason, quiet, due) = match &eval {
             Ok(e) => (e.status, e.reason, e.quiet, e.due),
@@ -138,10 +138,11 @@ async fn list_checks(
     let checks = state.store.list_checks().await?;
     let spans = state.observed.spans();
     let base = &state.config.base_url;
+    let mut cache = RulesCache::default();
     Ok(Json(CheckList {
         checks: checks
             .into_iter()
-            .map(|c| CheckView::new(c, base, &spans))
+            .map(|c| CheckView::new(c, base, &spans, &mut cache))
             .collect(),
     }))
 }
@@ -184,7 +185,12 @@ async fn get_check(
 }
 
 fn view(state: &AppState, check: Check) -> CheckView {
-    CheckView::new(check, &state.config.base_url, &state.observed.spans())
+    CheckView::new(
+        check,
+        &state.config.base_url,
+        &state.observed.spans(),
+        &mut RulesCache::default(),
+    )
 }
 
 async fn pause_check(

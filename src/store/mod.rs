@@ -137,11 +137,11 @@ pub struct EvalCheck {
     pub stored: Option<StoredStatus>,
 }
 
-/// A change the evaluator records, all in one transaction.
+/// A change the evaluator records.
 #[derive(Debug, Clone)]
 pub struct Transition {
     pub check_id: i64,
-    /// What the evaluator believed was stored; the write is skipped if not.
+    /// The stored status this replaces (`None`: nothing stored yet).
     pub from: Option<StoredStatus>,
     pub to: StoredStatus,
     /// Record a flip (status or reason changed) at `to.since`.
@@ -180,6 +180,63 @@ pub struct EventRecord {
 
 /// The kind of event recorded on entering or leaving quiet hours.
 pub const QUIET_EVENT: &str = "skipped: quiet-hours";
+
+/// A `flips` row: check_id, at, old status, new status, reason, recorded_at.
+pub(crate) type FlipRow = (
+    i64,
+    UnixMs,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    UnixMs,
+);
+
+/// A batch of transitions as the rows each table receives.
+#[derive(Default)]
+pub(crate) struct TransitionRows {
+    /// check_id, status, reason, since, quiet
+    pub status: Vec<(i64, &'static str, Option<&'static str>, UnixMs, bool)>,
+    pub flips: Vec<FlipRow>,
+    /// check_id, opened_at, status, reason
+    pub opened: Vec<(i64, UnixMs, &'static str, Option<&'static str>)>,
+    /// check_id, resolved_at
+    pub resolved: Vec<(i64, UnixMs)>,
+    /// check_id, at, detail
+    pub events: Vec<(i64, UnixMs, &'static str)>,
+}
+
+impl TransitionRows {
+    pub(crate) fn new(batch: &[Transition]) -> TransitionRows {
+        let mut rows = TransitionRows::default();
+        for t in batch {
+            let to = &t.to;
+            let reason = to.reason.map(Reason::as_str);
+            rows.status
+                .push((t.check_id, to.status.as_str(), reason, to.since, to.quiet));
+            let old = t.from.map_or(Status::New, |f| f.status);
+            if t.flip {
+                rows.flips.push((
+                    t.check_id,
+                    to.since,
+                    old.as_str(),
+                    to.status.as_str(),
+                    reason,
+                    t.now,
+                ));
+            }
+            if to.status.is_failing() && !old.is_failing() {
+                rows.opened
+                    .push((t.check_id, to.since, to.status.as_str(), reason));
+            } else if old.is_failing() && !to.status.is_failing() {
+                rows.resolved.push((t.check_id, to.since));
+            }
+            if let Some((at, entering)) = t.quiet_event {
+                rows.events.push((t.check_id, at, quiet_detail(entering)));
+            }
+        }
+        rows
+    }
+}
 
 pub(crate) fn quiet_detail(entering: bool) -> &'static str {
     if entering {
@@ -295,9 +352,9 @@ pub trait Store: Send + Sync + 'static {
     async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError>;
     /// One check for the evaluator; `None` if it no longer exists.
     async fn eval_check(&self, id: i64) -> Result<Option<EvalCheck>, StoreError>;
-    /// Records a status change; `false` (and nothing written) when the stored
-    /// status is not `from`.
-    async fn record_transition(&self, t: &Transition) -> Result<bool, StoreError>;
+    /// Records a batch of status changes (status, flips, incidents, events)
+    /// in one transaction.
+    async fn record_transitions(&self, batch: &[Transition]) -> Result<(), StoreError>;
     /// Records that `replica` accepts pings at `now`; if no replica did for
     /// longer than `gap`, records and returns that span as unobserved.
     async fn heartbeat(

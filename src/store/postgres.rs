@@ -15,15 +15,14 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{
-    bind_check_values, check_ref, effective_kind, insert_check_sql, quiet_detail, Check, CheckRef,
-    CheckRow, CheckSource, CheckValues, EvalCheck, EvalRow, EventRecord, FlipRecord,
-    IncidentRecord, NewPing, PingAck, PingRecord, PingRow, RunRecord, Store, StoreError, Touched,
-    Transition, WriterCheck, WriterRow, Written, CHECK_COLUMNS, EVAL_COLUMNS, QUIET_EVENT,
+    bind_check_values, check_ref, effective_kind, insert_check_sql, Check, CheckRef, CheckRow,
+    CheckSource, CheckValues, EvalCheck, EvalRow, EventRecord, FlipRecord, IncidentRecord, NewPing,
+    PingAck, PingRecord, PingRow, RunRecord, Store, StoreError, Touched, Transition,
+    TransitionRows, WriterCheck, WriterRow, Written, CHECK_COLUMNS, EVAL_COLUMNS, QUIET_EVENT,
     WRITER_COLUMNS,
 };
 use crate::domain::check::CheckSpec;
 use crate::domain::ping::{clamp_items, PingFacts, PingKind, RunChange, Summary, UnixMs};
-use crate::domain::status::{Reason, Status};
 
 /// The PostgreSQL implementation of [`Store`].
 pub struct PgStore {
@@ -196,92 +195,111 @@ impl Store for PgStore {
         Ok(row.map(EvalRow::into_eval).transpose()?)
     }
 
-    async fn record_transition(&self, t: &Transition) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let to = &t.to;
-        let done = match &t.from {
-            None => {
-                sqlx::query(
-                    "INSERT INTO check_status (check_id, status, reason, since, quiet) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (check_id) DO NOTHING",
-                )
-                .bind(t.check_id)
-                .bind(to.status.as_str())
-                .bind(to.reason.map(Reason::as_str))
-                .bind(to.since)
-                .bind(to.quiet)
-                .execute(&mut *tx)
-                .await?
-            }
-            Some(from) => {
-                sqlx::query(
-                    "UPDATE check_status SET status = $1, reason = $2, since = $3, quiet = $4 \
-                 WHERE check_id = $5 AND status = $6 AND reason IS NOT DISTINCT FROM $7 \
-                 AND quiet = $8",
-                )
-                .bind(to.status.as_str())
-                .bind(to.reason.map(Reason::as_str))
-                .bind(to.since)
-                .bind(to.quiet)
-                .bind(t.check_id)
-                .bind(from.status.as_str())
-                .bind(from.reason.map(Reason::as_str))
-                .bind(from.quiet)
-                .execute(&mut *tx)
-                .await?
-            }
-        };
-        if done.rows_affected() == 0 {
-            return Ok(false);
+    async fn record_transitions(&self, batch: &[Transition]) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
         }
-        let old = t.from.map_or(Status::New, |f| f.status);
-        if t.flip {
+        let rows = TransitionRows::new(batch);
+        let mut tx = self.pool.begin().await?;
+        let (ids, statuses, reasons, since, quiet): (Vec<_>, Vec<_>, Vec<_>, Vec<_>, Vec<_>) =
+            unzip5(rows.status.iter().copied());
+        sqlx::query(
+            "INSERT INTO check_status (check_id, status, reason, since, quiet) \
+             SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bool[]) \
+             ON CONFLICT (check_id) DO UPDATE SET status = excluded.status, \
+             reason = excluded.reason, since = excluded.since, quiet = excluded.quiet",
+        )
+        .bind(&ids)
+        .bind(&statuses)
+        .bind(&reasons)
+        .bind(&since)
+        .bind(&quiet)
+        .execute(&mut *tx)
+        .await?;
+        if !rows.flips.is_empty() {
+            let mut c = (
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+            );
+            for (id, at, old, new, r, rec) in &rows.flips {
+                c.0.push(*id);
+                c.1.push(*at);
+                c.2.push(*old);
+                c.3.push(*new);
+                c.4.push(*r);
+                c.5.push(*rec);
+            }
             sqlx::query(
                 "INSERT INTO flips (check_id, at, old_status, new_status, reason, recorded_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                 SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], \
+                 $5::text[], $6::bigint[])",
             )
-            .bind(t.check_id)
-            .bind(to.since)
-            .bind(old.as_str())
-            .bind(to.status.as_str())
-            .bind(to.reason.map(Reason::as_str))
-            .bind(t.now)
+            .bind(&c.0)
+            .bind(&c.1)
+            .bind(&c.2)
+            .bind(&c.3)
+            .bind(&c.4)
+            .bind(&c.5)
             .execute(&mut *tx)
             .await?;
         }
-        if to.status.is_failing() && !old.is_failing() {
+        if !rows.opened.is_empty() {
+            let mut c = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for (id, at, st, r) in &rows.opened {
+                c.0.push(*id);
+                c.1.push(*at);
+                c.2.push(*st);
+                c.3.push(*r);
+            }
             sqlx::query(
                 "INSERT INTO incidents (check_id, opened_at, status, reason) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                 SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[]) \
+                 ON CONFLICT DO NOTHING",
             )
-            .bind(t.check_id)
-            .bind(to.since)
-            .bind(to.status.as_str())
-            .bind(to.reason.map(Reason::as_str))
-            .execute(&mut *tx)
-            .await?;
-        } else if old.is_failing() && !to.status.is_failing() {
-            sqlx::query(
-                "UPDATE incidents SET resolved_at = $1 WHERE check_id = $2 AND resolved_at IS NULL",
-            )
-            .bind(to.since)
-            .bind(t.check_id)
+            .bind(&c.0)
+            .bind(&c.1)
+            .bind(&c.2)
+            .bind(&c.3)
             .execute(&mut *tx)
             .await?;
         }
-        if let Some((at, entering)) = t.quiet_event {
+        if !rows.resolved.is_empty() {
+            let (ids, at): (Vec<i64>, Vec<i64>) = rows.resolved.iter().copied().unzip();
             sqlx::query(
-                "INSERT INTO check_events (check_id, at, kind, detail) VALUES ($1, $2, $3, $4)",
+                "UPDATE incidents i SET resolved_at = v.at \
+                 FROM UNNEST($1::bigint[], $2::bigint[]) AS v(check_id, at) \
+                 WHERE i.check_id = v.check_id AND i.resolved_at IS NULL",
             )
-            .bind(t.check_id)
-            .bind(at)
+            .bind(&ids)
+            .bind(&at)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !rows.events.is_empty() {
+            let mut c = (Vec::new(), Vec::new(), Vec::new());
+            for (id, at, d) in &rows.events {
+                c.0.push(*id);
+                c.1.push(*at);
+                c.2.push(*d);
+            }
+            sqlx::query(
+                "INSERT INTO check_events (check_id, at, kind, detail) \
+                 SELECT v.check_id, v.at, $4, v.detail \
+                 FROM UNNEST($1::bigint[], $2::bigint[], $3::text[]) AS v(check_id, at, detail)",
+            )
+            .bind(&c.0)
+            .bind(&c.1)
+            .bind(&c.2)
             .bind(QUIET_EVENT)
-            .bind(quiet_detail(entering))
             .execute(&mut *tx)
             .await?;
         }
         tx.commit().await?;
-        Ok(true)
+        Ok(())
     }
 
     async fn heartbeat(
@@ -728,4 +746,18 @@ async fn write_runs(
         .await?;
     }
     Ok(())
+}
+
+type Columns5<A, B, C, D, E> = (Vec<A>, Vec<B>, Vec<C>, Vec<D>, Vec<E>);
+
+fn unzip5<A, B, C, D, E>(items: impl Iterator<Item = (A, B, C, D, E)>) -> Columns5<A, B, C, D, E> {
+    let mut c = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (a, b, cc, d, e) in items {
+        c.0.push(a);
+        c.1.push(b);
+        c.2.push(cc);
+        c.3.push(d);
+        c.4.push(e);
+    }
+    c
 }

@@ -21,16 +21,14 @@ use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use super::{
-    bind_check_values, check_ref, effective_kind, insert_check_sql, quiet_detail, Check, CheckRef,
-    CheckRow, CheckSource, CheckValues, EvalCheck, EvalRow, EventRecord, FlipRecord,
-    IncidentRecord, NewPing, PingAck, PingRecord, RunRecord, Store, StoreError, Touched,
-    Transition, WriterCheck, WriterRow, Written, CHECK_COLUMNS, EVAL_COLUMNS, QUIET_EVENT,
-    WRITER_COLUMNS,
+    bind_check_values, check_ref, effective_kind, insert_check_sql, Check, CheckRef, CheckRow,
+    CheckSource, CheckValues, EvalCheck, EvalRow, EventRecord, FlipRecord, IncidentRecord, NewPing,
+    PingAck, PingRecord, RunRecord, Store, StoreError, Touched, Transition, TransitionRows,
+    WriterCheck, WriterRow, Written, CHECK_COLUMNS, EVAL_COLUMNS, QUIET_EVENT, WRITER_COLUMNS,
 };
 use crate::config;
 use crate::domain::check::CheckSpec;
 use crate::domain::ping::{PingFacts, RunChange, UnixMs};
-use crate::domain::status::{Reason, Status};
 
 /// The SQLite implementation of [`Store`].
 pub struct SqliteStore {
@@ -222,91 +220,87 @@ impl Store for SqliteStore {
         Ok(row.map(EvalRow::into_eval).transpose()?)
     }
 
-    async fn record_transition(&self, t: &Transition) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let to = &t.to;
-        let done = match &t.from {
-            None => {
-                sqlx::query(
-                    "INSERT INTO check_status (check_id, status, reason, since, quiet) \
-                 VALUES (?, ?, ?, ?, ?) ON CONFLICT (check_id) DO NOTHING",
-                )
-                .bind(t.check_id)
-                .bind(to.status.as_str())
-                .bind(to.reason.map(Reason::as_str))
-                .bind(to.since)
-                .bind(to.quiet)
-                .execute(&mut *tx)
-                .await?
-            }
-            Some(from) => {
-                sqlx::query(
-                    "UPDATE check_status SET status = ?, reason = ?, since = ?, quiet = ? \
-                 WHERE check_id = ? AND status = ? AND reason IS ? AND quiet = ?",
-                )
-                .bind(to.status.as_str())
-                .bind(to.reason.map(Reason::as_str))
-                .bind(to.since)
-                .bind(to.quiet)
-                .bind(t.check_id)
-                .bind(from.status.as_str())
-                .bind(from.reason.map(Reason::as_str))
-                .bind(from.quiet)
-                .execute(&mut *tx)
-                .await?
-            }
+    async fn record_transitions(&self, batch: &[Transition]) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // One statement string per batch (see the module comment on sqlx's
+        // per-call cost); inside a sqlx transaction so a failure rolls back.
+        let rows = TransitionRows::new(batch);
+        let mut sql = String::with_capacity(batch.len() * 200);
+        let values = |sql: &mut String, items: Vec<String>| {
+            sql.push_str(&items.join(","));
+            sql.push_str(";\n");
         };
-        if done.rows_affected() == 0 {
-            return Ok(false);
+        sql.push_str("INSERT INTO check_status (check_id, status, reason, since, quiet) VALUES ");
+        values(
+            &mut sql,
+            rows.status
+                .iter()
+                .map(|(id, st, r, since, q)| {
+                    format!("({id},'{st}',{},{since},{})", opt_text(*r), i32::from(*q))
+                })
+                .collect(),
+        );
+        sql.truncate(sql.len() - 2);
+        sql.push_str(
+            " ON CONFLICT (check_id) DO UPDATE SET status = excluded.status, \
+             reason = excluded.reason, since = excluded.since, quiet = excluded.quiet;\n",
+        );
+        if !rows.flips.is_empty() {
+            sql.push_str(
+                "INSERT INTO flips (check_id, at, old_status, new_status, reason, recorded_at) VALUES ",
+            );
+            values(
+                &mut sql,
+                rows.flips
+                    .iter()
+                    .map(|(id, at, old, new, r, rec)| {
+                        format!("({id},{at},'{old}','{new}',{},{rec})", opt_text(*r))
+                    })
+                    .collect(),
+            );
         }
-        let old = t.from.map_or(Status::New, |f| f.status);
-        if t.flip {
-            sqlx::query(
-                "INSERT INTO flips (check_id, at, old_status, new_status, reason, recorded_at) \
-                 VALUES (?, ?, ?, ?, ?, ?)",
-            )
-            .bind(t.check_id)
-            .bind(to.since)
-            .bind(old.as_str())
-            .bind(to.status.as_str())
-            .bind(to.reason.map(Reason::as_str))
-            .bind(t.now)
-            .execute(&mut *tx)
-            .await?;
+        if !rows.opened.is_empty() {
+            sql.push_str("INSERT INTO incidents (check_id, opened_at, status, reason) VALUES ");
+            values(
+                &mut sql,
+                rows.opened
+                    .iter()
+                    .map(|(id, at, st, r)| format!("({id},{at},'{st}',{})", opt_text(*r)))
+                    .collect(),
+            );
+            sql.truncate(sql.len() - 2);
+            sql.push_str(" ON CONFLICT DO NOTHING;\n");
         }
-        if to.status.is_failing() && !old.is_failing() {
-            sqlx::query(
-                "INSERT INTO incidents (check_id, opened_at, status, reason) \
-                 VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            )
-            .bind(t.check_id)
-            .bind(to.since)
-            .bind(to.status.as_str())
-            .bind(to.reason.map(Reason::as_str))
-            .execute(&mut *tx)
-            .await?;
-        } else if old.is_failing() && !to.status.is_failing() {
-            sqlx::query(
-                "UPDATE incidents SET resolved_at = ? WHERE check_id = ? AND resolved_at IS NULL",
-            )
-            .bind(to.since)
-            .bind(t.check_id)
-            .execute(&mut *tx)
-            .await?;
+        if !rows.resolved.is_empty() {
+            sql.push_str("UPDATE incidents SET resolved_at = v.column2 FROM (VALUES ");
+            sql.push_str(
+                &rows
+                    .resolved
+                    .iter()
+                    .map(|(id, at)| format!("({id},{at})"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+            sql.push_str(
+                ") AS v WHERE incidents.check_id = v.column1 AND incidents.resolved_at IS NULL;\n",
+            );
         }
-        if let Some((at, entering)) = t.quiet_event {
-            sqlx::query(
-                "INSERT INTO check_events (check_id, at, kind, detail) VALUES (?, ?, ?, ?)",
-            )
-            .bind(t.check_id)
-            .bind(at)
-            .bind(QUIET_EVENT)
-            .bind(quiet_detail(entering))
-            .execute(&mut *tx)
-            .await?;
+        if !rows.events.is_empty() {
+            sql.push_str("INSERT INTO check_events (check_id, at, kind, detail) VALUES ");
+            values(
+                &mut sql,
+                rows.events
+                    .iter()
+                    .map(|(id, at, d)| format!("({id},{at},{},{})", text(QUIET_EVENT), text(d)))
+                    .collect(),
+            );
         }
+        let mut tx = self.pool.begin().await?;
+        sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(&sql)).await?;
         tx.commit().await?;
-        Ok(true)
+        Ok(())
     }
 
     async fn heartbeat(
