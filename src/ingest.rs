@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -15,7 +16,7 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use crate::evaluator::{EvaluatorHandle, Notice};
-use crate::store::{CheckRef, NewPing, PingAck, Store, StoreError};
+use crate::store::{CheckRef, NewPing, Store, StoreError};
 
 /// Why a ping could not be stored.
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +28,7 @@ pub enum IngestError {
 
 struct Job {
     ping: NewPing,
-    reply: oneshot::Sender<Result<PingAck, IngestError>>,
+    reply: oneshot::Sender<Result<(), IngestError>>,
 }
 
 /// Handle to the ping path, shared by all request handlers.
@@ -102,7 +103,7 @@ impl Ingest {
     }
 
     /// Queues a ping and waits until its batch is committed.
-    pub async fn submit(&self, ping: NewPing) -> Result<PingAck, IngestError> {
+    pub async fn submit(&self, ping: NewPing) -> Result<(), IngestError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Job { ping, reply })
@@ -122,8 +123,16 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Inbox rows folded per transaction.
+const FOLD_LIMIT: usize = 20_000;
+/// Under load, fold at least this often; when idle, fold at once.
+const FOLD_EVERY: Duration = Duration::from_millis(100);
+
 /// Takes whatever is queued (up to `batch_max`) and commits it as one batch:
-/// while one batch commits, the next one gathers.
+/// while one batch commits, the next one gathers. Between batches it folds the
+/// inbox into the ping log and summaries: at once when no ping is waiting,
+/// else at least every [`FOLD_EVERY`], so folding never starves pings and the
+/// evaluator hears of a ping well within a second.
 async fn writer(
     store: Arc<dyn Store>,
     mut rx: mpsc::Receiver<Job>,
@@ -133,39 +142,90 @@ async fn writer(
 ) {
     let mut pings: Vec<NewPing> = Vec::with_capacity(batch_max);
     let mut replies = Vec::with_capacity(batch_max);
+    let mut last_fold = Instant::now();
+    // Pings of an earlier run (or of other replicas) may wait in the inbox.
+    let mut unfolded = true;
+    let mut tick = tokio::time::interval(FOLD_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut closing = false;
     loop {
         let first = tokio::select! {
             biased;
-            job = rx.recv() => job,
-            _ = stop.cancelled() => {
+            job = rx.recv() => {
+                if job.is_none() {
+                    // Every sender is gone: the server has stopped.
+                    closing = true;
+                }
+                job
+            }
+            _ = stop.cancelled(), if !closing => {
                 // Stop taking new pings, but commit the ones already queued.
+                closing = true;
                 rx.close();
                 rx.recv().await
             }
-        };
-        let Some(first) = first else { break };
-        let mut next = Some(first);
-        while let Some(job) = next.take() {
-            pings.push(job.ping);
-            replies.push(job.reply);
-            if pings.len() < batch_max {
-                next = rx.try_recv().ok();
+            _ = tick.tick() => {
+                // Other replicas' pings (PostgreSQL) and leftovers are folded too.
+                unfolded = true;
+                None
             }
-        }
-        match store.write_pings(&pings).await {
-            Ok(written) => {
-                for (reply, ack) in replies.drain(..).zip(written.acks) {
-                    let _ = reply.send(Ok(ack));
+        };
+        match first {
+            Some(first) => {
+                let mut next = Some(first);
+                while let Some(job) = next.take() {
+                    pings.push(job.ping);
+                    replies.push(job.reply);
+                    if pings.len() < batch_max {
+                        next = rx.try_recv().ok();
+                    }
                 }
-                evaluator.notify(Notice::Touched(written.touched));
+                match store.append_pings(&pings).await {
+                    Ok(()) => {
+                        for reply in replies.drain(..) {
+                            let _ = reply.send(Ok(()));
+                        }
+                        unfolded = true;
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %format!("{e:#}"), pings = pings.len(), "a batch of pings could not be stored");
+                        for reply in replies.drain(..) {
+                            let _ = reply.send(Err(IngestError::Unavailable));
+                        }
+                    }
+                }
+                pings.clear();
+            }
+            None if closing => {
+                fold_all(&*store, &evaluator).await;
+                break;
+            }
+            None => {}
+        }
+        if unfolded && (rx.is_empty() || last_fold.elapsed() >= FOLD_EVERY) {
+            unfolded = !fold_all(&*store, &evaluator).await;
+            last_fold = Instant::now();
+        }
+    }
+}
+
+/// Folds what is waiting (bounded per call); true when the inbox was emptied.
+async fn fold_all(store: &dyn Store, evaluator: &EvaluatorHandle) -> bool {
+    for _ in 0..8 {
+        match store.fold(FOLD_LIMIT).await {
+            Ok(folded) => {
+                if !folded.touched.is_empty() {
+                    evaluator.notify(Notice::Touched(folded.touched));
+                }
+                if !folded.more {
+                    return true;
+                }
             }
             Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), pings = pings.len(), "a batch of pings could not be stored");
-                for reply in replies.drain(..) {
-                    let _ = reply.send(Err(IngestError::Unavailable));
-                }
+                tracing::error!(error = %format!("{e:#}"), "cannot fold the ping inbox; will retry");
+                return false;
             }
         }
-        pings.clear();
     }
+    false
 }

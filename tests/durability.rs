@@ -90,7 +90,7 @@ both_backends!(
         let uuid = check["uuid"].as_str().unwrap().to_string();
         assert_eq!(s.ping(&format!("/ping/{uuid}?items=1")).await.0, 200);
 
-        s.db.break_pings().await;
+        s.db.break_inserts("ping_inbox").await;
         let (status, body) = s.ping(&format!("/ping/{uuid}?items=2")).await;
         assert_eq!(status, 503, "{body}");
         assert!(body.contains("could not be stored"));
@@ -99,7 +99,7 @@ both_backends!(
         assert_eq!(c["n_pings"], 1);
         assert_eq!(c["last_items"], 1);
 
-        s.db.repair_pings().await;
+        s.db.repair_inserts("ping_inbox").await;
         assert_eq!(s.ping(&format!("/ping/{uuid}?items=3")).await.0, 200);
         let c = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
         assert_eq!(c["n_pings"], 2);
@@ -115,6 +115,35 @@ both_backends!(
         s.stop().await;
     }
 );
+
+both_backends!(a_failing_fold_loses_nothing, |backend| async move {
+    let s = TestServer::start(backend, "").await;
+    let check = s.create_check(json!({"slug": "folding"})).await;
+    let uuid = check["uuid"].as_str().unwrap().to_string();
+    // The ping log cannot take rows: pings are still accepted (committed to
+    // the inbox) and read back; nothing is lost once the log works again.
+    s.db.break_inserts("pings").await;
+    for i in 1..=3 {
+        assert_eq!(s.ping(&format!("/ping/{uuid}?items={i}")).await.0, 200);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await; // a few failed folds
+    let c = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
+    assert_eq!(
+        (c["n_pings"].as_i64(), c["last_items"].as_i64()),
+        (Some(3), Some(3))
+    );
+    s.db.repair_inserts("pings").await;
+    assert_eq!(s.ping(&format!("/ping/{uuid}?items=4")).await.0, 200);
+    let pings = s.get_json(&format!("/api/v1/checks/{uuid}/pings")).await;
+    let n: Vec<i64> = pings["pings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["n"].as_i64().unwrap())
+        .collect();
+    assert_eq!(n, vec![4, 3, 2, 1]);
+    s.stop().await;
+});
 
 #[tokio::test]
 async fn readiness_reports_the_database() {

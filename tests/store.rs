@@ -38,6 +38,37 @@ fn ping(check_id: i64, at: i64, kind: PingKind) -> NewPing {
     }
 }
 
+/// Appends a batch, folds it, and returns what each ping was recorded as
+/// (kind, sequence number), in batch order.
+async fn write(store: &Arc<dyn Store>, batch: &[NewPing]) -> Vec<(PingKind, i64)> {
+    store.append_pings(batch).await.unwrap();
+    let folded = store.fold(100_000).await.unwrap();
+    assert_eq!(folded.pings, batch.len());
+    assert!(!folded.more);
+    let mut per_check: std::collections::HashMap<i64, std::collections::VecDeque<(PingKind, i64)>> =
+        Default::default();
+    for p in batch {
+        if per_check.contains_key(&p.check_id) {
+            continue;
+        }
+        let count = batch.iter().filter(|q| q.check_id == p.check_id).count();
+        let mut recs: Vec<(PingKind, i64)> = store
+            .list_pings(p.check_id, 1000)
+            .await
+            .unwrap()
+            .into_iter()
+            .take(count)
+            .map(|r| (r.kind, r.n))
+            .collect();
+        recs.reverse();
+        per_check.insert(p.check_id, recs.into());
+    }
+    batch
+        .iter()
+        .map(|p| per_check.get_mut(&p.check_id).unwrap().pop_front().unwrap())
+        .collect()
+}
+
 both_backends!(checks_round_trip_and_conflict, |backend| async move {
     let (_db, store) = open(backend).await;
     let s = spec(
@@ -133,8 +164,8 @@ both_backends!(
             },
             ping(b.id, 950, PingKind::Log),
         ];
-        let acks = store.write_pings(&batch).await.unwrap().acks;
-        let ns: Vec<i64> = acks.iter().map(|a| a.n).collect();
+        let acks = write(&store, &batch).await;
+        let ns: Vec<i64> = acks.iter().map(|a| a.1).collect();
         assert_eq!(ns, vec![1, 2, 1, 3, 2, 3]);
 
         let a_now = store.check_by_uuid(a.uuid).await.unwrap().summary;
@@ -184,8 +215,8 @@ both_backends!(
                 ..ping(b.id, 1_100, PingKind::Start)
             },
         ];
-        let acks = store.write_pings(&batch).await.unwrap().acks;
-        assert_eq!(acks.iter().map(|a| a.n).collect::<Vec<_>>(), vec![4, 4, 5]);
+        let acks = write(&store, &batch).await;
+        assert_eq!(acks.iter().map(|a| a.1).collect::<Vec<_>>(), vec![4, 4, 5]);
         let runs = store.list_runs(b.id, 10).await.unwrap();
         assert_eq!(runs.len(), 3);
         assert!(runs[0].overlapped && runs[1].overlapped && !runs[2].overlapped);
@@ -210,13 +241,14 @@ both_backends!(paused_checks_resume_unless_manual, |backend| async move {
         .await
         .unwrap();
     // Touch both once so the SQLite writer has them cached before pausing.
-    store
-        .write_pings(&[
+    write(
+        &store,
+        &[
             ping(auto.id, 1, PingKind::Log),
             ping(manual.id, 1, PingKind::Log),
-        ])
-        .await
-        .unwrap();
+        ],
+    )
+    .await;
     store.set_paused(auto.id, true).await.unwrap();
     store.set_paused(manual.id, true).await.unwrap();
     assert!(matches!(
@@ -224,28 +256,24 @@ both_backends!(paused_checks_resume_unless_manual, |backend| async move {
         Err(StoreError::NotFound)
     ));
 
-    let acks = store
-        .write_pings(&[
+    let acks = write(
+        &store,
+        &[
             ping(auto.id, 2, PingKind::Success),
             ping(manual.id, 2, PingKind::Success),
-        ])
-        .await
-        .unwrap()
-        .acks;
-    assert_eq!(acks[0].kind, PingKind::Success);
-    assert_eq!(acks[1].kind, PingKind::Ignored);
+        ],
+    )
+    .await;
+    assert_eq!(acks[0].0, PingKind::Success);
+    assert_eq!(acks[1].0, PingKind::Ignored);
     assert!(!store.check_by_uuid(auto.uuid).await.unwrap().paused);
     let m = store.check_by_uuid(manual.uuid).await.unwrap();
     assert!(m.paused);
     assert_eq!(m.summary.last_success_at, None);
 
     store.set_paused(manual.id, false).await.unwrap();
-    let acks = store
-        .write_pings(&[ping(manual.id, 3, PingKind::Success)])
-        .await
-        .unwrap()
-        .acks;
-    assert_eq!(acks[0].kind, PingKind::Success);
+    let acks = write(&store, &[ping(manual.id, 3, PingKind::Success)]).await;
+    assert_eq!(acks[0].0, PingKind::Success);
 });
 
 both_backends!(
@@ -373,4 +401,88 @@ both_backends!(heartbeats_record_unobserved_spans, |backend| async move {
         vec![(1_800, 5_000)]
     );
     assert_eq!(store.unobserved_spans(5_000).await.unwrap(), vec![]);
+});
+
+both_backends!(unfolded_pings_are_read_back_at_once, |backend| async move {
+    let (_db, store) = open(backend).await;
+    let c = store
+        .create_check(&spec("{}"), CheckSource::Api, 0)
+        .await
+        .unwrap();
+    write(
+        &store,
+        &[NewPing {
+            items: Some(3),
+            ..ping(c.id, 100, PingKind::Success)
+        }],
+    )
+    .await;
+    // Accepted but not folded yet: reads already see it.
+    store
+        .append_pings(&[
+            ping(c.id, 200, PingKind::Start),
+            NewPing {
+                items: Some(0),
+                ..ping(c.id, 300, PingKind::Success)
+            },
+        ])
+        .await
+        .unwrap();
+    let seen = store.check_by_uuid(c.uuid).await.unwrap();
+    assert_eq!(seen.summary.n_pings, 3);
+    assert_eq!(seen.summary.last_success_at, Some(300));
+    assert_eq!(seen.summary.last_items, Some(0));
+    assert_eq!(seen.summary.last_duration_ms, Some(100));
+    assert_eq!(store.list_checks().await.unwrap()[0].summary.n_pings, 3);
+    let pings = store.list_pings(c.id, 10).await.unwrap();
+    let n: Vec<i64> = pings.iter().map(|p| p.n).collect();
+    assert_eq!(n, vec![3, 2, 1]);
+    assert_eq!(pings[0].duration_ms, Some(100));
+    assert_eq!(store.list_pings(c.id, 2).await.unwrap().len(), 2);
+
+    // Folding changes nothing that was read.
+    let folded = store.fold(100).await.unwrap();
+    assert_eq!(folded.pings, 2);
+    assert_eq!(folded.touched.len(), 1);
+    assert_eq!(folded.touched[0].summary, seen.summary);
+    assert_eq!(
+        store.check_by_uuid(c.uuid).await.unwrap().summary,
+        seen.summary
+    );
+    let again: Vec<i64> = store
+        .list_pings(c.id, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.n)
+        .collect();
+    assert_eq!(again, n);
+    assert_eq!(
+        store.list_runs(c.id, 10).await.unwrap()[0].duration_ms,
+        Some(100)
+    );
+    assert_eq!(store.fold(100).await.unwrap().pings, 0);
+});
+
+both_backends!(folds_are_bounded_and_ordered, |backend| async move {
+    let (_db, store) = open(backend).await;
+    let c = store
+        .create_check(&spec("{}"), CheckSource::Api, 0)
+        .await
+        .unwrap();
+    let batch: Vec<NewPing> = (0..25)
+        .map(|i| NewPing {
+            items: Some(i),
+            ..ping(c.id, 1_000 + i as i64, PingKind::Success)
+        })
+        .collect();
+    store.append_pings(&batch).await.unwrap();
+    let first = store.fold(10).await.unwrap();
+    assert_eq!((first.pings, first.more), (10, true));
+    assert_eq!(first.touched[0].summary.n_pings, 10);
+    assert_eq!(first.touched[0].summary.last_items, Some(9));
+    let second = store.fold(100).await.unwrap();
+    assert_eq!((second.pings, second.more), (15, false));
+    assert_eq!(second.touched[0].summary.last_items, Some(24));
+    assert_eq!(second.touched[0].summary.n_pings, 25);
 });

@@ -1,7 +1,7 @@
 //! Storage: one [`Store`] trait, a SQLite and a PostgreSQL implementation.
 //! Rows are turned into domain types here; nothing outside this folder writes SQL.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::config::{Config, SqliteSynchronous};
 use crate::domain::check::{CheckSpec, Methods, Schedule, WindowInput};
-use crate::domain::ping::{OpenRun, PingKind, Summary, Thresholds, UnixMs};
+use crate::domain::ping::{OpenRun, PingKind, RunChange, Summary, Thresholds, UnixMs};
 use crate::domain::status::{Reason, Status};
 
 pub mod postgres;
@@ -95,19 +95,22 @@ pub struct NewPing {
     pub body: Vec<u8>,
 }
 
-/// What storing a ping recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PingAck {
-    pub kind: PingKind,
-    pub n: i64,
+/// A ping waiting in the inbox to be folded, with its inbox id (which it keeps).
+#[derive(Debug, Clone)]
+pub struct InboxPing {
+    pub id: i64,
+    pub ping: NewPing,
 }
 
-/// What a batch of pings did: an acknowledgement per ping, and the new
-/// summary of every check it touched (for the evaluator).
+/// What one fold did.
 #[derive(Debug, Clone, Default)]
-pub struct Written {
-    pub acks: Vec<PingAck>,
+pub struct Folded {
+    /// Inbox rows folded.
+    pub pings: usize,
+    /// The new state of every check the fold touched (for the evaluator).
     pub touched: Vec<Touched>,
+    /// More rows were waiting than one fold takes.
+    pub more: bool,
 }
 
 /// A check's state after a write.
@@ -246,6 +249,233 @@ pub(crate) fn quiet_detail(entering: bool) -> &'static str {
     }
 }
 
+/// The columns of `ping_inbox`, as both backends read them.
+#[derive(sqlx::FromRow)]
+pub(crate) struct InboxRow {
+    id: i64,
+    check_id: i64,
+    at: i64,
+    kind: String,
+    exit_status: Option<i64>,
+    items: Option<i64>,
+    rid: Option<String>,
+    method: String,
+    remote_addr: Option<String>,
+    user_agent: Option<String>,
+    scheme: String,
+    body: Option<Vec<u8>>,
+}
+
+pub(crate) const INBOX_COLUMNS: &str = "id, check_id, at, kind, exit_status, items, rid, \
+    method, remote_addr, user_agent, scheme, body";
+
+impl InboxRow {
+    pub(crate) fn into_ping(self) -> InboxPing {
+        InboxPing {
+            id: self.id,
+            ping: NewPing {
+                check_id: self.check_id,
+                at: self.at,
+                kind: PingKind::parse(&self.kind).unwrap_or(PingKind::Log),
+                exit_status: self.exit_status.and_then(|c| u8::try_from(c).ok()),
+                items: self.items.and_then(|i| u64::try_from(i).ok()),
+                rid: self.rid.as_deref().and_then(|r| Uuid::parse_str(r).ok()),
+                method: self.method,
+                remote_addr: self.remote_addr,
+                user_agent: self.user_agent,
+                scheme: if self.scheme == "https" {
+                    "https"
+                } else {
+                    "http"
+                },
+                body: self.body.unwrap_or_default(),
+            },
+        }
+    }
+}
+
+/// One folded ping: what it was recorded as.
+pub(crate) struct FoldedPing<'a> {
+    pub id: i64,
+    pub n: i64,
+    pub kind: PingKind,
+    pub duration_ms: Option<i64>,
+    pub ping: &'a NewPing,
+}
+
+/// What folding a run of inbox pings into the given checks produces; the
+/// checks' summaries are updated in place.
+#[derive(Default)]
+pub(crate) struct FoldPlan<'a> {
+    pub pings: Vec<FoldedPing<'a>>,
+    pub runs: Vec<(i64, RunChange)>,
+    pub resumed: Vec<i64>,
+    pub touched: Vec<i64>,
+}
+
+/// Applies inbox pings in order to the checks' summaries (SPEC §2–§4): the
+/// one place, for both backends, that decides what a ping is recorded as.
+/// Pings of checks that no longer exist are dropped.
+pub(crate) fn plan_fold<'a>(
+    pings: &'a [InboxPing],
+    checks: &mut HashMap<i64, WriterCheck>,
+    next_run_id: &mut dyn FnMut() -> i64,
+) -> FoldPlan<'a> {
+    let mut plan = FoldPlan::default();
+    let mut seen = std::collections::HashSet::new();
+    for p in pings {
+        let Some(entry) = checks.get_mut(&p.ping.check_id) else {
+            continue;
+        };
+        let (kind, resumed, applied) = fold_one(entry, &p.ping, next_run_id);
+        if resumed {
+            plan.resumed.push(p.ping.check_id);
+        }
+        if seen.insert(p.ping.check_id) {
+            plan.touched.push(p.ping.check_id);
+        }
+        plan.runs
+            .extend(applied.runs.into_iter().map(|r| (p.ping.check_id, r)));
+        plan.pings.push(FoldedPing {
+            id: p.id,
+            n: applied.n,
+            kind,
+            duration_ms: applied.duration_ms,
+            ping: &p.ping,
+        });
+    }
+    plan
+}
+
+fn fold_one(
+    entry: &mut WriterCheck,
+    p: &NewPing,
+    next_run_id: &mut dyn FnMut() -> i64,
+) -> (PingKind, bool, crate::domain::ping::Applied) {
+    let (kind, resume) = effective_kind(
+        p.kind,
+        &p.method,
+        entry.methods,
+        entry.paused,
+        entry.manual_resume,
+    );
+    if resume {
+        entry.paused = false;
+    }
+    let facts = crate::domain::ping::PingFacts {
+        at: p.at,
+        kind,
+        items: p.items,
+        rid: p.rid,
+    };
+    let applied = entry.summary.apply(&facts, entry.thresholds, next_run_id);
+    (kind, resume, applied)
+}
+
+/// Read-your-writes: applies a check's pings still in the inbox to what was
+/// read of it, and returns them as ping records (oldest first).
+pub(crate) fn apply_pending(check: &mut Check, pending: &[InboxPing]) -> Vec<PingRecord> {
+    apply_pending_runs(check, pending).0
+}
+
+/// Like [`apply_pending`], also returning the run changes those pings make
+/// (runs they open get provisional negative ids).
+pub(crate) fn apply_pending_runs(
+    check: &mut Check,
+    pending: &[InboxPing],
+) -> (Vec<PingRecord>, Vec<RunChange>) {
+    let mut entry = WriterCheck {
+        summary: std::mem::take(&mut check.summary),
+        paused: check.paused,
+        manual_resume: check.spec.manual_resume,
+        methods: check.spec.methods,
+        thresholds: Thresholds {
+            failure: check.spec.failure_threshold,
+            recovery: check.spec.recovery_threshold,
+        },
+    };
+    // Runs opened here get provisional ids; the fold assigns the real ones.
+    let mut provisional = 0;
+    let mut out = Vec::with_capacity(pending.len());
+    let mut runs = Vec::new();
+    for p in pending.iter().filter(|p| p.ping.check_id == check.id) {
+        let (kind, _, applied) = fold_one(&mut entry, &p.ping, &mut || {
+            provisional -= 1;
+            provisional
+        });
+        runs.extend(applied.runs.iter().cloned());
+        out.push(PingRecord {
+            id: p.id,
+            n: applied.n,
+            at: p.ping.at,
+            kind,
+            exit_status: p.ping.exit_status.map(i64::from),
+            items: p.ping.items.map(crate::domain::ping::clamp_items),
+            rid: p.ping.rid.map(|r| r.to_string()),
+            method: p.ping.method.clone(),
+            remote_addr: p.ping.remote_addr.clone(),
+            user_agent: p.ping.user_agent.clone(),
+            scheme: p.ping.scheme.to_string(),
+            body: p.ping.body.clone(),
+            duration_ms: applied.duration_ms,
+        });
+    }
+    check.summary = entry.summary;
+    check.paused = entry.paused;
+    (out, runs)
+}
+
+/// Applies run changes of pending pings to runs read back (newest first).
+pub(crate) fn merge_runs(
+    mut runs: Vec<RunRecord>,
+    changes: Vec<RunChange>,
+    limit: u32,
+) -> Vec<RunRecord> {
+    for change in changes {
+        match change {
+            RunChange::Open {
+                id,
+                rid,
+                started_at,
+                overlapped,
+            } => runs.insert(
+                0,
+                RunRecord {
+                    id,
+                    rid: rid.map(|r| r.to_string()),
+                    started_at,
+                    ended_at: None,
+                    outcome: None,
+                    reason: None,
+                    duration_ms: None,
+                    overlapped,
+                },
+            ),
+            RunChange::Overlapped { id } => {
+                if let Some(r) = runs.iter_mut().find(|r| r.id == id) {
+                    r.overlapped = true;
+                }
+            }
+            RunChange::Close {
+                id,
+                ended_at,
+                outcome,
+                duration_ms,
+                reason,
+            } => {
+                if let Some(r) = runs.iter_mut().find(|r| r.id == id) {
+                    r.ended_at = Some(ended_at);
+                    r.outcome = Some(outcome.as_str().to_string());
+                    r.duration_ms = Some(duration_ms);
+                    r.reason = reason.map(str::to_string);
+                }
+            }
+        }
+    }
+    runs.truncate(limit as usize);
+    runs
+}
+
 /// A ping read back from the log.
 #[derive(Debug, Clone)]
 pub struct PingRecord {
@@ -337,9 +567,13 @@ pub trait Store: Send + Sync + 'static {
     async fn check_ref_by_slug(&self, slug: &str) -> Result<Option<CheckRef>, StoreError>;
     /// Every routing entry, to warm the ping path's cache at start-up.
     async fn all_check_refs(&self) -> Result<Vec<CheckRef>, StoreError>;
-    /// Stores a batch of pings and their effect on summaries and runs in one
-    /// transaction; called by the single ping writer only. All or nothing.
-    async fn write_pings(&self, pings: &[NewPing]) -> Result<Written, StoreError>;
+    /// Appends a batch of pings to the inbox in one statement: committed
+    /// together or not at all. The ping path's only write.
+    async fn append_pings(&self, pings: &[NewPing]) -> Result<(), StoreError>;
+    /// Folds up to `limit` inbox rows, oldest first, into the ping log, the
+    /// summaries and the runs, in one transaction. On PostgreSQL only one
+    /// replica folds at a time; the others get an empty result.
+    async fn fold(&self, limit: usize) -> Result<Folded, StoreError>;
     /// Closes a run that exceeded max_runtime as failed; returns the check's
     /// new summary, or `None` if the run was no longer open.
     async fn time_out_run(

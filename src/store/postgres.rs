@@ -15,14 +15,14 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{
-    bind_check_values, check_ref, effective_kind, insert_check_sql, Check, CheckRef, CheckRow,
-    CheckSource, CheckValues, EvalCheck, EvalRow, EventRecord, FlipRecord, IncidentRecord, NewPing,
-    PingAck, PingRecord, PingRow, RunRecord, Store, StoreError, Touched, Transition,
-    TransitionRows, WriterCheck, WriterRow, Written, CHECK_COLUMNS, EVAL_COLUMNS, QUIET_EVENT,
-    WRITER_COLUMNS,
+    apply_pending, apply_pending_runs, bind_check_values, check_ref, insert_check_sql, merge_runs,
+    plan_fold, Check, CheckRef, CheckRow, CheckSource, CheckValues, EvalCheck, EvalRow,
+    EventRecord, FlipRecord, Folded, InboxPing, InboxRow, IncidentRecord, NewPing, PingRecord,
+    PingRow, RunRecord, Store, StoreError, Touched, Transition, TransitionRows, WriterCheck,
+    WriterRow, CHECK_COLUMNS, EVAL_COLUMNS, INBOX_COLUMNS, QUIET_EVENT, WRITER_COLUMNS,
 };
 use crate::domain::check::CheckSpec;
-use crate::domain::ping::{clamp_items, PingFacts, PingKind, RunChange, Summary, UnixMs};
+use crate::domain::ping::{clamp_items, PingKind, RunChange, Summary, UnixMs};
 
 /// The PostgreSQL implementation of [`Store`].
 pub struct PgStore {
@@ -45,6 +45,15 @@ impl PgStore {
             .await
             .context("cannot apply PostgreSQL migrations")?;
         Ok(PgStore { pool })
+    }
+
+    /// A read-only transaction that reads one snapshot throughout.
+    async fn read_snapshot(&self) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
     }
 
     async fn check_by_id(&self, id: i64) -> Result<Check, StoreError> {
@@ -89,11 +98,18 @@ impl Store for PgStore {
             "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
              WHERE c.uuid = $1"
         );
+        // One snapshot for the summary and the inbox, so a fold committing
+        // in between can neither hide nor double-count a ping.
+        let mut tx = self.read_snapshot().await?;
         let row: CheckRow = sqlx::query_as(&sql)
             .bind(uuid.to_string())
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *tx)
             .await?;
-        Ok(row.into_check()?)
+        let mut check = row.into_check()?;
+        let pending = pending_on(&mut tx, Some(check.id)).await?;
+        tx.commit().await?;
+        apply_pending(&mut check, &pending);
+        Ok(check)
     }
 
     async fn list_checks(&self) -> Result<Vec<Check>, StoreError> {
@@ -101,9 +117,16 @@ impl Store for PgStore {
             "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
              ORDER BY c.id"
         );
-        let rows: Vec<CheckRow> = sqlx::query_as(&sql).fetch_all(&self.pool).await?;
+        let mut tx = self.read_snapshot().await?;
+        let rows: Vec<CheckRow> = sqlx::query_as(&sql).fetch_all(&mut *tx).await?;
+        let pending = pending_on(&mut tx, None).await?;
+        tx.commit().await?;
         rows.into_iter()
-            .map(|r| r.into_check().map_err(StoreError::Other))
+            .map(|r| {
+                let mut check = r.into_check()?;
+                apply_pending(&mut check, &pending);
+                Ok(check)
+            })
             .collect()
     }
 
@@ -386,12 +409,67 @@ impl Store for PgStore {
         .await?)
     }
 
-    async fn write_pings(&self, pings: &[NewPing]) -> Result<Written, StoreError> {
-        let mut ids: Vec<i64> = pings.iter().map(|p| p.check_id).collect();
+    async fn append_pings(&self, pings: &[NewPing]) -> Result<(), StoreError> {
+        if pings.is_empty() {
+            return Ok(());
+        }
+        let mut c = PingColumns::default();
+        for p in pings {
+            c.push(p, p.kind, None, None);
+        }
+        // One statement: committed together or not at all.
+        sqlx::query(
+            "INSERT INTO ping_inbox (check_id, at, kind, exit_status, items, rid, method, \
+             remote_addr, user_agent, scheme, body) \
+             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], \
+             $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
+             $11::bytea[])",
+        )
+        .bind(&c.check_id)
+        .bind(&c.at)
+        .bind(&c.kind)
+        .bind(&c.exit_status)
+        .bind(&c.items)
+        .bind(&c.rid)
+        .bind(&c.method)
+        .bind(&c.remote_addr)
+        .bind(&c.user_agent)
+        .bind(&c.scheme)
+        .bind(&c.body)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn fold(&self, limit: usize) -> Result<Folded, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // One folder at a time across replicas, so pings of a check are
+        // applied in order; the others skip this round.
+        let (got,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(FOLD_LOCK)
+            .fetch_one(&mut *tx)
+            .await?;
+        if !got {
+            return Ok(Folded::default());
+        }
+        let sql = format!(
+            "DELETE FROM ping_inbox WHERE id IN \
+             (SELECT id FROM ping_inbox ORDER BY id LIMIT $1) RETURNING {INBOX_COLUMNS}"
+        );
+        let rows: Vec<InboxRow> = sqlx::query_as(&sql)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&mut *tx)
+            .await?;
+        if rows.is_empty() {
+            return Ok(Folded::default());
+        }
+        let more = rows.len() >= limit;
+        let mut pings: Vec<InboxPing> = rows.into_iter().map(InboxRow::into_ping).collect();
+        pings.sort_by_key(|p| p.id);
+
+        let mut ids: Vec<i64> = pings.iter().map(|p| p.ping.check_id).collect();
         ids.sort_unstable();
         ids.dedup();
-
-        let mut tx = self.pool.begin().await?;
         let sql = format!(
             "SELECT {WRITER_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
              WHERE c.id = ANY($1) ORDER BY c.id FOR UPDATE"
@@ -403,7 +481,10 @@ impl Store for PgStore {
             locked.insert(id, check);
         }
 
-        let starts = pings.iter().filter(|p| p.kind == PingKind::Start).count();
+        let starts = pings
+            .iter()
+            .filter(|p| p.ping.kind == PingKind::Start)
+            .count();
         let mut run_ids: Vec<i64> = if starts > 0 {
             sqlx::query_scalar(
                 "SELECT nextval(pg_get_serial_sequence('runs', 'id')) FROM generate_series(1, $1)",
@@ -415,82 +496,63 @@ impl Store for PgStore {
             Vec::new()
         };
         run_ids.reverse();
+        let mut plan = plan_fold(&pings, &mut locked, &mut || run_ids.pop().unwrap_or(-1));
+        plan.pings.sort_by_key(|p| (p.ping.check_id, p.id));
 
-        let mut cols = PingColumns::with_capacity(pings.len());
-        let mut acks = Vec::with_capacity(pings.len());
-        let mut runs = Vec::new();
-        let mut resumed = Vec::new();
-        for p in pings {
-            let entry = locked.get_mut(&p.check_id).ok_or_else(|| {
-                StoreError::Other(anyhow::anyhow!("check {} vanished", p.check_id))
-            })?;
-            let (kind, resume) = effective_kind(
-                p.kind,
-                &p.method,
-                entry.methods,
-                entry.paused,
-                entry.manual_resume,
-            );
-            if resume {
-                entry.paused = false;
-                resumed.push(p.check_id);
+        if !plan.pings.is_empty() {
+            let mut cols = PingColumns::default();
+            for f in &plan.pings {
+                cols.push(f.ping, f.kind, Some((f.id, f.n)), f.duration_ms);
             }
-            let facts = PingFacts {
-                at: p.at,
-                kind,
-                items: p.items,
-                rid: p.rid,
-            };
-            let thresholds = entry.thresholds;
-            let applied = entry
-                .summary
-                .apply(&facts, thresholds, &mut || run_ids.pop().unwrap_or(-1));
-            runs.extend(applied.runs.into_iter().map(|r| (p.check_id, r)));
-            cols.push(p, kind, applied.n, applied.duration_ms);
-            acks.push(PingAck { kind, n: applied.n });
+            sqlx::query(
+                "INSERT INTO pings (id, n, check_id, at, kind, exit_status, items, rid, method, \
+                 remote_addr, user_agent, scheme, body, duration_ms) \
+                 SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], \
+                 $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[], \
+                 $11::text[], $12::text[], $13::bytea[], $14::bigint[])",
+            )
+            .bind(&cols.id)
+            .bind(&cols.n)
+            .bind(&cols.check_id)
+            .bind(&cols.at)
+            .bind(&cols.kind)
+            .bind(&cols.exit_status)
+            .bind(&cols.items)
+            .bind(&cols.rid)
+            .bind(&cols.method)
+            .bind(&cols.remote_addr)
+            .bind(&cols.user_agent)
+            .bind(&cols.scheme)
+            .bind(&cols.body)
+            .bind(&cols.duration_ms)
+            .execute(&mut *tx)
+            .await?;
+            write_summaries(&mut tx, &locked).await?;
+            write_runs(&mut tx, &plan.runs).await?;
         }
-
-        sqlx::query(
-            "INSERT INTO pings (check_id, n, at, kind, exit_status, items, rid, method, \
-             remote_addr, user_agent, scheme, body, duration_ms) \
-             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], \
-             $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], \
-             $11::text[], $12::bytea[], $13::bigint[])",
-        )
-        .bind(&cols.check_id)
-        .bind(&cols.n)
-        .bind(&cols.at)
-        .bind(&cols.kind)
-        .bind(&cols.exit_status)
-        .bind(&cols.items)
-        .bind(&cols.rid)
-        .bind(&cols.method)
-        .bind(&cols.remote_addr)
-        .bind(&cols.user_agent)
-        .bind(&cols.scheme)
-        .bind(&cols.body)
-        .bind(&cols.duration_ms)
-        .execute(&mut *tx)
-        .await?;
-
-        write_summaries(&mut tx, &locked).await?;
-        write_runs(&mut tx, &runs).await?;
-        if !resumed.is_empty() {
+        if !plan.resumed.is_empty() {
             sqlx::query("UPDATE checks SET paused = FALSE WHERE id = ANY($1)")
-                .bind(&resumed)
+                .bind(&plan.resumed)
                 .execute(&mut *tx)
                 .await?;
         }
         tx.commit().await?;
-        let touched = locked
-            .into_iter()
-            .map(|(check_id, c)| Touched {
-                check_id,
-                summary: c.summary,
-                paused: c.paused,
+        let touched = plan
+            .touched
+            .iter()
+            .filter_map(|id| {
+                locked.get(id).map(|c| Touched {
+                    check_id: *id,
+                    summary: c.summary.clone(),
+                    paused: c.paused,
+                })
             })
             .collect();
-        Ok(Written { acks, touched })
+        Ok(Folded {
+            pings: pings.len(),
+            touched,
+            more,
+        })
     }
 
     async fn set_paused(&self, check_id: i64, paused: bool) -> Result<(), StoreError> {
@@ -507,34 +569,85 @@ impl Store for PgStore {
     }
 
     async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError> {
+        // Pings still in the inbox first (newest), then the folded log.
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+             WHERE c.id = $1"
+        );
+        let mut tx = self.read_snapshot().await?;
+        let row: CheckRow = sqlx::query_as(&sql)
+            .bind(check_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        let mut check = row.into_check()?;
+        let pending = pending_on(&mut tx, Some(check_id)).await?;
+        let mut out = apply_pending(&mut check, &pending);
+        out.reverse();
+        out.truncate(limit as usize);
         let rows: Vec<PingRow> = sqlx::query_as(
             "SELECT id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, \
              scheme, body, duration_ms FROM pings WHERE check_id = $1 ORDER BY id DESC LIMIT $2",
         )
         .bind(check_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
+        .bind(i64::from(limit) - out.len() as i64)
+        .fetch_all(&mut *tx)
         .await?;
-        Ok(rows.into_iter().map(PingRow::into_record).collect())
+        tx.commit().await?;
+        out.extend(rows.into_iter().map(PingRow::into_record));
+        Ok(out)
     }
 
     async fn list_runs(&self, check_id: i64, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
-        Ok(sqlx::query_as(
+        let sql = format!(
+            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+             WHERE c.id = $1"
+        );
+        let mut tx = self.read_snapshot().await?;
+        let row: CheckRow = sqlx::query_as(&sql)
+            .bind(check_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        let mut check = row.into_check()?;
+        let pending = pending_on(&mut tx, Some(check_id)).await?;
+        let runs: Vec<RunRecord> = sqlx::query_as(
             "SELECT id, rid, started_at, ended_at, outcome, reason, duration_ms, overlapped \
              FROM runs WHERE check_id = $1 ORDER BY id DESC LIMIT $2",
         )
         .bind(check_id)
         .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let (_, changes) = apply_pending_runs(&mut check, &pending);
+        Ok(merge_runs(runs, changes, limit))
     }
 }
+
+/// Pings still in the inbox, of one check or of all, oldest first.
+async fn pending_on(
+    conn: &mut sqlx::PgConnection,
+    check_id: Option<i64>,
+) -> Result<Vec<InboxPing>, StoreError> {
+    let sql = format!(
+        "SELECT {INBOX_COLUMNS} FROM ping_inbox WHERE $1::bigint IS NULL OR check_id = $1 \
+         ORDER BY id"
+    );
+    let rows: Vec<InboxRow> = sqlx::query_as(&sql)
+        .bind(check_id)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(rows.into_iter().map(InboxRow::into_ping).collect())
+}
+
+/// Advisory lock key held by the replica that folds the inbox.
+const FOLD_LOCK: i64 = 0x6f76_6572_6475_6501;
 
 /// A batch of pings as column arrays, for one `UNNEST` insert.
 #[derive(Default)]
 struct PingColumns {
-    check_id: Vec<i64>,
+    id: Vec<i64>,
     n: Vec<i64>,
+    check_id: Vec<i64>,
     at: Vec<i64>,
     kind: Vec<&'static str>,
     exit_status: Vec<Option<i64>>,
@@ -549,13 +662,19 @@ struct PingColumns {
 }
 
 impl PingColumns {
-    fn with_capacity(_n: usize) -> Self {
-        Self::default()
-    }
-
-    fn push(&mut self, p: &NewPing, kind: PingKind, n: i64, duration_ms: Option<i64>) {
+    /// `folded`: the ping's id and sequence number, for the ping log.
+    fn push(
+        &mut self,
+        p: &NewPing,
+        kind: PingKind,
+        folded: Option<(i64, i64)>,
+        duration_ms: Option<i64>,
+    ) {
+        if let Some((id, n)) = folded {
+            self.id.push(id);
+            self.n.push(n);
+        }
         self.check_id.push(p.check_id);
-        self.n.push(n);
         self.at.push(p.at);
         self.kind.push(kind.as_str());
         self.exit_status.push(p.exit_status.map(i64::from));

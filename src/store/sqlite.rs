@@ -21,14 +21,15 @@ use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use super::{
-    bind_check_values, check_ref, effective_kind, insert_check_sql, Check, CheckRef, CheckRow,
-    CheckSource, CheckValues, EvalCheck, EvalRow, EventRecord, FlipRecord, IncidentRecord, NewPing,
-    PingAck, PingRecord, RunRecord, Store, StoreError, Touched, Transition, TransitionRows,
-    WriterCheck, WriterRow, Written, CHECK_COLUMNS, EVAL_COLUMNS, QUIET_EVENT, WRITER_COLUMNS,
+    apply_pending, apply_pending_runs, bind_check_values, check_ref, insert_check_sql, merge_runs,
+    plan_fold, Check, CheckRef, CheckRow, CheckSource, CheckValues, EvalCheck, EvalRow,
+    EventRecord, FlipRecord, Folded, InboxPing, InboxRow, IncidentRecord, NewPing, PingRecord,
+    RunRecord, Store, StoreError, Touched, Transition, TransitionRows, WriterCheck, WriterRow,
+    CHECK_COLUMNS, EVAL_COLUMNS, INBOX_COLUMNS, QUIET_EVENT, WRITER_COLUMNS,
 };
 use crate::config;
 use crate::domain::check::CheckSpec;
-use crate::domain::ping::{PingFacts, RunChange, UnixMs};
+use crate::domain::ping::{clamp_items, RunChange, UnixMs};
 
 /// The SQLite implementation of [`Store`].
 pub struct SqliteStore {
@@ -113,11 +114,18 @@ impl Store for SqliteStore {
             "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
              WHERE c.uuid = ?"
         );
+        // One snapshot for the summary and the inbox, so a fold committing
+        // in between can neither hide nor double-count a ping.
+        let mut tx = self.read_snapshot().await?;
         let row: CheckRow = sqlx::query_as(&sql)
             .bind(uuid.to_string())
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *tx)
             .await?;
-        Ok(row.into_check()?)
+        let mut check = row.into_check()?;
+        let pending = pending_on(&mut tx, Some(check.id)).await?;
+        tx.commit().await?;
+        apply_pending(&mut check, &pending);
+        Ok(check)
     }
 
     async fn list_checks(&self) -> Result<Vec<Check>, StoreError> {
@@ -125,9 +133,16 @@ impl Store for SqliteStore {
             "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
              ORDER BY c.id"
         );
-        let rows: Vec<CheckRow> = sqlx::query_as(&sql).fetch_all(&self.pool).await?;
+        let mut tx = self.read_snapshot().await?;
+        let rows: Vec<CheckRow> = sqlx::query_as(&sql).fetch_all(&mut *tx).await?;
+        let pending = pending_on(&mut tx, None).await?;
+        tx.commit().await?;
         rows.into_iter()
-            .map(|r| r.into_check().map_err(StoreError::Other))
+            .map(|r| {
+                let mut check = r.into_check()?;
+                apply_pending(&mut check, &pending);
+                Ok(check)
+            })
             .collect()
     }
 
@@ -157,8 +172,45 @@ impl Store for SqliteStore {
         Ok(rows.into_iter().filter_map(check_ref).collect())
     }
 
-    async fn write_pings(&self, pings: &[NewPing]) -> Result<Written, StoreError> {
-        self.writer.lock().await.write(pings).await
+    async fn append_pings(&self, pings: &[NewPing]) -> Result<(), StoreError> {
+        if pings.is_empty() {
+            return Ok(());
+        }
+        let mut sql = String::with_capacity(160 + pings.len() * 120);
+        sql.push_str(
+            "INSERT INTO ping_inbox (check_id, at, kind, exit_status, items, rid, method, \
+             remote_addr, user_agent, scheme, body) VALUES ",
+        );
+        for (i, p) in pings.iter().enumerate() {
+            if i > 0 {
+                sql.push(',');
+            }
+            let _ = write!(
+                sql,
+                "({},{},'{}',{},{},{},{},{},{},'{}',{})",
+                p.check_id,
+                p.at,
+                p.kind.as_str(),
+                opt_int(p.exit_status.map(i64::from)),
+                opt_int(p.items.map(clamp_items)),
+                opt_text(p.rid.map(|r| r.to_string()).as_deref()),
+                text(&p.method),
+                opt_text(p.remote_addr.as_deref()),
+                opt_text(p.user_agent.as_deref()),
+                p.scheme,
+                blob(&p.body),
+            );
+        }
+        // One INSERT is its own transaction: all of the batch or none of it.
+        let mut w = self.writer.lock().await;
+        sqlx::Executor::execute(&mut w.conn, sqlx::raw_sql(&sql))
+            .await
+            .map_err(|e| StoreError::Other(anyhow::Error::new(e).context("cannot append pings")))?;
+        Ok(())
+    }
+
+    async fn fold(&self, limit: usize) -> Result<Folded, StoreError> {
+        self.writer.lock().await.fold(limit).await
     }
 
     async fn time_out_run(
@@ -401,143 +453,194 @@ impl Store for SqliteStore {
     }
 
     async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError> {
+        // Pings still in the inbox first (newest), then the folded log.
+        let mut tx = self.read_snapshot().await?;
+        let mut check = folded_check_on(&mut tx, check_id).await?;
+        let pending = pending_on(&mut tx, Some(check_id)).await?;
+        let mut out = apply_pending(&mut check, &pending);
+        out.reverse();
+        out.truncate(limit as usize);
         let rows: Vec<super::PingRow> = sqlx::query_as(
             "SELECT id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, \
              scheme, body, duration_ms FROM pings WHERE check_id = ? ORDER BY id DESC LIMIT ?",
         )
         .bind(check_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
+        .bind(i64::from(limit) - out.len() as i64)
+        .fetch_all(&mut *tx)
         .await?;
-        Ok(rows.into_iter().map(super::PingRow::into_record).collect())
+        tx.commit().await?;
+        out.extend(rows.into_iter().map(super::PingRow::into_record));
+        Ok(out)
     }
 
     async fn list_runs(&self, check_id: i64, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
-        Ok(sqlx::query_as(
+        let mut tx = self.read_snapshot().await?;
+        let mut check = folded_check_on(&mut tx, check_id).await?;
+        let pending = pending_on(&mut tx, Some(check_id)).await?;
+        let runs: Vec<RunRecord> = sqlx::query_as(
             "SELECT id, rid, started_at, ended_at, outcome, reason, duration_ms, overlapped \
              FROM runs WHERE check_id = ? ORDER BY id DESC LIMIT ?",
         )
         .bind(check_id)
         .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let (_, changes) = apply_pending_runs(&mut check, &pending);
+        Ok(merge_runs(runs, changes, limit))
     }
 }
 
 impl SqliteStore {
     async fn check_by_id(&self, id: i64) -> Result<Check, StoreError> {
-        let sql = format!(
-            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
-             WHERE c.id = ?"
-        );
-        let row: CheckRow = sqlx::query_as(&sql).bind(id).fetch_one(&self.pool).await?;
-        Ok(row.into_check()?)
+        let mut tx = self.read_snapshot().await?;
+        let mut check = folded_check_on(&mut tx, id).await?;
+        let pending = pending_on(&mut tx, Some(id)).await?;
+        tx.commit().await?;
+        apply_pending(&mut check, &pending);
+        Ok(check)
+    }
+
+    /// A read transaction: in WAL mode it reads one snapshot throughout.
+    async fn read_snapshot(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
+        Ok(self.pool.begin().await?)
     }
 }
 
+/// A check as folded so far, without its pings still in the inbox.
+async fn folded_check_on(conn: &mut SqliteConnection, id: i64) -> Result<Check, StoreError> {
+    let sql = format!(
+        "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+         WHERE c.id = ?"
+    );
+    let row: CheckRow = sqlx::query_as(&sql).bind(id).fetch_one(&mut *conn).await?;
+    Ok(row.into_check()?)
+}
+
+/// Pings still in the inbox, of one check or of all, oldest first.
+async fn pending_on(
+    conn: &mut SqliteConnection,
+    check_id: Option<i64>,
+) -> Result<Vec<InboxPing>, StoreError> {
+    let sql = format!(
+        "SELECT {INBOX_COLUMNS} FROM ping_inbox WHERE ?1 IS NULL OR check_id = ?1 ORDER BY id"
+    );
+    let rows: Vec<InboxRow> = sqlx::query_as(&sql)
+        .bind(check_id)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(rows.into_iter().map(InboxRow::into_ping).collect())
+}
+
+impl SqliteStore {}
+
 impl Writer {
-    /// Writes one batch; see the module comment.
-    async fn write(&mut self, pings: &[NewPing]) -> Result<Written, StoreError> {
-        let w = self;
-        let ids: Vec<i64> = pings.iter().map(|p| p.check_id).collect();
-        w.load_missing(&ids).await?;
-        if w.next_run_id.is_none() {
+    /// Folds the oldest `limit` inbox rows; see [`Store::fold`].
+    async fn fold(&mut self, limit: usize) -> Result<Folded, StoreError> {
+        let sql = format!(
+            "SELECT {INBOX_COLUMNS} FROM ping_inbox ORDER BY id LIMIT {}",
+            limit + 1
+        );
+        let rows: Vec<InboxRow> = sqlx::query_as(&sql).fetch_all(&mut self.conn).await?;
+        let more = rows.len() > limit;
+        let pings: Vec<InboxPing> = rows
+            .into_iter()
+            .take(limit)
+            .map(InboxRow::into_ping)
+            .collect();
+        let Some(last) = pings.last().map(|p| p.id) else {
+            return Ok(Folded::default());
+        };
+        let ids: Vec<i64> = pings.iter().map(|p| p.ping.check_id).collect();
+        self.load_missing(&ids).await?;
+        if self.next_run_id.is_none() {
             let (max,): (i64,) = sqlx::query_as("SELECT COALESCE(MAX(id), 0) FROM runs")
-                .fetch_one(&mut w.conn)
+                .fetch_one(&mut self.conn)
                 .await?;
-            w.next_run_id = Some(max + 1);
+            self.next_run_id = Some(max + 1);
         }
 
         // Work on copies so that a failed commit leaves the cache as the database is.
-        let mut touched: HashMap<i64, Cached> = HashMap::new();
-        let mut next_run_id = w.next_run_id.unwrap_or(1);
-        let mut sql = String::with_capacity(256 + pings.len() * 160);
-        sql.push_str("BEGIN IMMEDIATE;\nINSERT INTO pings (check_id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, scheme, body, duration_ms) VALUES ");
-        let mut acks = Vec::with_capacity(pings.len());
-        let mut runs = Vec::new();
-        let mut resumed = Vec::new();
-        for (i, p) in pings.iter().enumerate() {
-            let entry = match touched.entry(p.check_id) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    let cached = w.checks.get(&p.check_id).cloned().ok_or_else(|| {
-                        StoreError::Other(anyhow::anyhow!("check {} vanished", p.check_id))
-                    })?;
-                    e.insert(cached)
-                }
-            };
-            let (kind, resume) = effective_kind(
-                p.kind,
-                &p.method,
-                entry.methods,
-                entry.paused,
-                entry.manual_resume,
-            );
-            if resume {
-                entry.paused = false;
-                resumed.push(p.check_id);
+        let mut checks: HashMap<i64, Cached> = HashMap::new();
+        for id in &ids {
+            if let Some(c) = self.checks.get(id) {
+                checks.entry(*id).or_insert_with(|| c.clone());
             }
-            let facts = PingFacts {
-                at: p.at,
-                kind,
-                items: p.items,
-                rid: p.rid,
-            };
-            let applied = entry.summary.apply(&facts, entry.thresholds, &mut || {
-                let id = next_run_id;
-                next_run_id += 1;
-                id
-            });
-            runs.extend(applied.runs.into_iter().map(|r| (p.check_id, r)));
-            if i > 0 {
-                sql.push(',');
-            }
-            let _ = write!(
-                sql,
-                "({},{},{},'{}',{},{},{},{},{},{},'{}',{},{})",
-                p.check_id,
-                applied.n,
-                p.at,
-                kind.as_str(),
-                opt_int(p.exit_status.map(i64::from)),
-                opt_int(p.items.map(crate::domain::ping::clamp_items)),
-                opt_text(p.rid.map(|r| r.to_string()).as_deref()),
-                text(&p.method),
-                opt_text(p.remote_addr.as_deref()),
-                opt_text(p.user_agent.as_deref()),
-                p.scheme,
-                blob(&p.body),
-                opt_int(applied.duration_ms),
-            );
-            acks.push(PingAck { kind, n: applied.n });
         }
-        sql.push_str(";\n");
-        write_summaries(&mut sql, &touched)?;
-        write_runs(&mut sql, &runs);
-        if !resumed.is_empty() {
-            let ids: Vec<String> = resumed.iter().map(i64::to_string).collect();
+        let mut next_run_id = self.next_run_id.unwrap_or(1);
+        let mut plan = plan_fold(&pings, &mut checks, &mut || {
+            let id = next_run_id;
+            next_run_id += 1;
+            id
+        });
+        // Sorted by check, so the ping log's index pages are written in order.
+        plan.pings.sort_by_key(|p| (p.ping.check_id, p.id));
+
+        let mut sql = String::with_capacity(256 + plan.pings.len() * 160);
+        sql.push_str("BEGIN IMMEDIATE;\n");
+        if !plan.pings.is_empty() {
+            sql.push_str(
+                "INSERT INTO pings (id, check_id, n, at, kind, exit_status, items, rid, method, \
+                 remote_addr, user_agent, scheme, body, duration_ms) VALUES ",
+            );
+            for (i, f) in plan.pings.iter().enumerate() {
+                let p = f.ping;
+                if i > 0 {
+                    sql.push(',');
+                }
+                let _ = write!(
+                    sql,
+                    "({},{},{},{},'{}',{},{},{},{},{},{},'{}',{},{})",
+                    f.id,
+                    p.check_id,
+                    f.n,
+                    p.at,
+                    f.kind.as_str(),
+                    opt_int(p.exit_status.map(i64::from)),
+                    opt_int(p.items.map(clamp_items)),
+                    opt_text(p.rid.map(|r| r.to_string()).as_deref()),
+                    text(&p.method),
+                    opt_text(p.remote_addr.as_deref()),
+                    opt_text(p.user_agent.as_deref()),
+                    p.scheme,
+                    blob(&p.body),
+                    opt_int(f.duration_ms),
+                );
+            }
+            sql.push_str(";\n");
+            write_summaries(&mut sql, &checks)?;
+            write_runs(&mut sql, &plan.runs);
+        }
+        if !plan.resumed.is_empty() {
+            let ids: Vec<String> = plan.resumed.iter().map(i64::to_string).collect();
             let _ = writeln!(
                 sql,
                 "UPDATE checks SET paused = 0 WHERE id IN ({});",
                 ids.join(",")
             );
         }
+        let _ = writeln!(sql, "DELETE FROM ping_inbox WHERE id <= {last};");
         sql.push_str("COMMIT;");
 
-        w.execute_batch(&sql).await?;
-        w.next_run_id = Some(next_run_id);
-        let changed = touched
+        self.execute_batch(&sql).await?;
+        self.next_run_id = Some(next_run_id);
+        let touched = plan
+            .touched
             .iter()
-            .map(|(id, c)| Touched {
-                check_id: *id,
-                summary: c.summary.clone(),
-                paused: c.paused,
+            .filter_map(|id| {
+                checks.get(id).map(|c| Touched {
+                    check_id: *id,
+                    summary: c.summary.clone(),
+                    paused: c.paused,
+                })
             })
             .collect();
-        w.checks.extend(touched);
-        Ok(Written {
-            acks,
-            touched: changed,
+        let folded = pings.len();
+        self.checks.extend(checks);
+        Ok(Folded {
+            pings: folded,
+            touched,
+            more,
         })
     }
 

@@ -114,36 +114,40 @@ impl TestDb {
         }
     }
 
-    /// Makes every insert into `pings` fail, as a broken database would.
-    pub async fn break_pings(&self) {
+    /// Makes every insert into `table` fail, as a broken database would.
+    pub async fn break_inserts(&self, table: &str) {
         match self.backend {
             Backend::Sqlite => {
-                self.sql(
-                    "CREATE TRIGGER injected_failure BEFORE INSERT ON pings \
-                     BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
-                )
+                self.sql(&format!(
+                    "CREATE TRIGGER injected_failure_{table} BEFORE INSERT ON {table} \
+                     BEGIN SELECT RAISE(ABORT, 'injected failure'); END;"
+                ))
                 .await
             }
             Backend::Postgres => {
-                self.sql(
-                    "CREATE FUNCTION injected_failure() RETURNS trigger AS $$ \
+                self.sql(&format!(
+                    "CREATE FUNCTION injected_failure_{table}() RETURNS trigger AS $$ \
                      BEGIN RAISE EXCEPTION 'injected failure'; END $$ LANGUAGE plpgsql; \
-                     CREATE TRIGGER injected_failure BEFORE INSERT ON pings \
-                     FOR EACH ROW EXECUTE FUNCTION injected_failure();",
-                )
+                     CREATE TRIGGER injected_failure_{table} BEFORE INSERT ON {table} \
+                     FOR EACH ROW EXECUTE FUNCTION injected_failure_{table}();"
+                ))
                 .await
             }
         }
     }
 
-    /// Undoes [`TestDb::break_pings`].
-    pub async fn repair_pings(&self) {
+    /// Undoes [`TestDb::break_inserts`].
+    pub async fn repair_inserts(&self, table: &str) {
         match self.backend {
-            Backend::Sqlite => self.sql("DROP TRIGGER injected_failure").await,
+            Backend::Sqlite => {
+                self.sql(&format!("DROP TRIGGER injected_failure_{table}"))
+                    .await
+            }
             Backend::Postgres => {
-                self.sql(
-                    "DROP TRIGGER injected_failure ON pings; DROP FUNCTION injected_failure();",
-                )
+                self.sql(&format!(
+                    "DROP TRIGGER injected_failure_{table} ON {table}; \
+                     DROP FUNCTION injected_failure_{table}();"
+                ))
                 .await
             }
         }
