@@ -129,10 +129,10 @@ const FOLD_LIMIT: usize = 20_000;
 const FOLD_EVERY: Duration = Duration::from_millis(100);
 
 /// Takes whatever is queued (up to `batch_max`) and commits it as one batch:
-/// while one batch commits, the next one gathers. Between batches it folds the
-/// inbox into the ping log and summaries: at once when no ping is waiting,
-/// else at least every [`FOLD_EVERY`], so folding never starves pings and the
-/// evaluator hears of a ping well within a second.
+/// while one batch commits, the next one gathers. Every [`FOLD_EVERY`] it folds
+/// the inbox into the ping log and summaries between two batches: rarely
+/// enough that folds are large (their page writes are shared by many pings),
+/// often enough that the evaluator hears of a ping well within a second.
 async fn writer(
     store: Arc<dyn Store>,
     mut rx: mpsc::Receiver<Job>,
@@ -165,8 +165,10 @@ async fn writer(
                 rx.recv().await
             }
             _ = tick.tick() => {
-                // Other replicas' pings (PostgreSQL) and leftovers are folded too.
-                unfolded = true;
+                // Other replicas append to a shared inbox (PostgreSQL): look at it too.
+                if store.shared() {
+                    unfolded = true;
+                }
                 None
             }
         };
@@ -202,7 +204,7 @@ async fn writer(
             }
             None => {}
         }
-        if unfolded && (rx.is_empty() || last_fold.elapsed() >= FOLD_EVERY) {
+        if unfolded && last_fold.elapsed() >= FOLD_EVERY {
             unfolded = !fold_all(&*store, &evaluator).await;
             last_fold = Instant::now();
         }

@@ -316,6 +316,20 @@ both_backends!(runs_open_close_and_overlap, |backend| async move {
     assert_eq!(r[0]["overlapped"], true);
     assert_eq!(r[1]["outcome"], "open");
     assert_eq!(r[1]["overlapped"], true);
+    // The overlap is recorded as an event once the ping is folded.
+    let mut events = Value::Null;
+    for _ in 0..100 {
+        events = s.get_json(&format!("/api/v1/checks/{uuid}/events")).await;
+        if !events["events"].as_array().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(events["events"][0]["kind"], "overlap", "{events}");
+    assert!(events["events"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains(&b.to_string()));
     s.ping(&format!("/ping/{uuid}/fail?rid={a}")).await;
     let r = runs_of(&s, &runs_path).await;
     assert_eq!(r[1]["rid"], a.to_string());

@@ -311,7 +311,12 @@ pub(crate) struct FoldPlan<'a> {
     pub runs: Vec<(i64, RunChange)>,
     pub resumed: Vec<i64>,
     pub touched: Vec<i64>,
+    /// Runs that started while others were open: check_id, at, detail.
+    pub overlaps: Vec<(i64, UnixMs, String)>,
 }
+
+/// The kind of event recorded when a run starts while another is open.
+pub const OVERLAP_EVENT: &str = "overlap";
 
 /// Applies inbox pings in order to the checks' summaries (SPEC §2–§4): the
 /// one place, for both backends, that decides what a ping is recorded as.
@@ -333,6 +338,25 @@ pub(crate) fn plan_fold<'a>(
         }
         if seen.insert(p.ping.check_id) {
             plan.touched.push(p.ping.check_id);
+        }
+        for r in &applied.runs {
+            if let RunChange::Open {
+                overlapped: true,
+                rid,
+                ..
+            } = r
+            {
+                let open = entry.summary.open_runs.len();
+                plan.overlaps.push((
+                    p.ping.check_id,
+                    p.ping.at,
+                    format!(
+                        "run {} started while {} other run(s) were open",
+                        rid.map(|r| r.to_string()).unwrap_or_default(),
+                        open.saturating_sub(1)
+                    ),
+                ));
+            }
         }
         plan.runs
             .extend(applied.runs.into_iter().map(|r| (p.ping.check_id, r)));
@@ -550,6 +574,8 @@ pub struct RunRecord {
 pub trait Store: Send + Sync + 'static {
     /// Succeeds when the database answers.
     async fn health(&self) -> Result<(), StoreError>;
+    /// True when other processes may write to the same database (PostgreSQL).
+    fn shared(&self) -> bool;
     /// Creates a check; `Conflict` when its uuid or slug is taken.
     async fn create_check(
         &self,

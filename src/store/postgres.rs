@@ -19,7 +19,8 @@ use super::{
     plan_fold, Check, CheckRef, CheckRow, CheckSource, CheckValues, EvalCheck, EvalRow,
     EventRecord, FlipRecord, Folded, InboxPing, InboxRow, IncidentRecord, NewPing, PingRecord,
     PingRow, RunRecord, Store, StoreError, Touched, Transition, TransitionRows, WriterCheck,
-    WriterRow, CHECK_COLUMNS, EVAL_COLUMNS, INBOX_COLUMNS, QUIET_EVENT, WRITER_COLUMNS,
+    WriterRow, CHECK_COLUMNS, EVAL_COLUMNS, INBOX_COLUMNS, OVERLAP_EVENT, QUIET_EVENT,
+    WRITER_COLUMNS,
 };
 use crate::domain::check::CheckSpec;
 use crate::domain::ping::{clamp_items, PingKind, RunChange, Summary, UnixMs};
@@ -68,6 +69,10 @@ impl PgStore {
 
 #[async_trait]
 impl Store for PgStore {
+    fn shared(&self) -> bool {
+        true
+    }
+
     async fn health(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
@@ -535,6 +540,17 @@ impl Store for PgStore {
                 .bind(&plan.resumed)
                 .execute(&mut *tx)
                 .await?;
+        }
+        for (check_id, at, detail) in &plan.overlaps {
+            sqlx::query(
+                "INSERT INTO check_events (check_id, at, kind, detail) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(check_id)
+            .bind(at)
+            .bind(OVERLAP_EVENT)
+            .bind(detail)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         let touched = plan

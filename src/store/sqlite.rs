@@ -25,7 +25,7 @@ use super::{
     plan_fold, Check, CheckRef, CheckRow, CheckSource, CheckValues, EvalCheck, EvalRow,
     EventRecord, FlipRecord, Folded, InboxPing, InboxRow, IncidentRecord, NewPing, PingRecord,
     RunRecord, Store, StoreError, Touched, Transition, TransitionRows, WriterCheck, WriterRow,
-    CHECK_COLUMNS, EVAL_COLUMNS, INBOX_COLUMNS, QUIET_EVENT, WRITER_COLUMNS,
+    CHECK_COLUMNS, EVAL_COLUMNS, INBOX_COLUMNS, OVERLAP_EVENT, QUIET_EVENT, WRITER_COLUMNS,
 };
 use crate::config;
 use crate::domain::check::CheckSpec;
@@ -84,6 +84,10 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
+    fn shared(&self) -> bool {
+        false
+    }
+
     async fn health(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
@@ -617,6 +621,14 @@ impl Writer {
                 sql,
                 "UPDATE checks SET paused = 0 WHERE id IN ({});",
                 ids.join(",")
+            );
+        }
+        for (check_id, at, detail) in &plan.overlaps {
+            let _ = writeln!(
+                sql,
+                "INSERT INTO check_events (check_id, at, kind, detail) VALUES ({check_id}, {at}, {}, {});",
+                text(OVERLAP_EVENT),
+                text(detail)
             );
         }
         let _ = writeln!(sql, "DELETE FROM ping_inbox WHERE id <= {last};");
