@@ -1,16 +1,20 @@
 //! The ping path between HTTP and the store: routes a ping to its check through
 //! an in-memory map (falling back to the database for checks created by another
-//! replica), and writes pings through one batching writer task (group commit).
+//! replica), and appends pings to the inbox through a batching task (group
+//! commit); a folder task moves them into the ping log and summaries.
 //!
-//! The writer owns every database write of pings, so a client that disconnects
-//! mid-request cannot cancel or tear a transaction: its ping is committed or
-//! not with the rest of its batch, and only a committed ping is acknowledged.
+//! The appender owns every database write of pings, so a client that
+//! disconnects mid-request cannot cancel or tear a transaction: its ping is
+//! committed or not with the rest of its batch, and only a committed ping is
+//! acknowledged.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
@@ -61,7 +65,17 @@ impl Ingest {
         // Bounded: under overload, handlers wait here (backpressure) instead of
         // growing memory without limit.
         let (tx, rx) = mpsc::channel(batch_max.max(1) * 8);
-        tracker.spawn(writer(store.clone(), rx, batch_max.max(1), stop, evaluator));
+        let appended = Arc::new(AtomicBool::new(true));
+        let appender_done = CancellationToken::new();
+        tracker.spawn(appender(
+            store.clone(),
+            rx,
+            batch_max.max(1),
+            stop.clone(),
+            appended.clone(),
+            appender_done.clone(),
+        ));
+        tracker.spawn(folder(store.clone(), appended, appender_done, evaluator));
         Ok(Arc::new(Ingest {
             store,
             by_uuid: RwLock::new(by_uuid),
@@ -125,92 +139,105 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 
 /// Inbox rows folded per transaction.
 const FOLD_LIMIT: usize = 20_000;
-/// Under load, fold at least this often; when idle, fold at once.
+/// How often the inbox is folded: rarely enough that folds are large (their
+/// page writes are shared by many pings), often enough that the evaluator
+/// hears of a ping well within a second.
 const FOLD_EVERY: Duration = Duration::from_millis(100);
 
-/// Takes whatever is queued (up to `batch_max`) and commits it as one batch:
-/// while one batch commits, the next one gathers. Every [`FOLD_EVERY`] it folds
-/// the inbox into the ping log and summaries between two batches: rarely
-/// enough that folds are large (their page writes are shared by many pings),
-/// often enough that the evaluator hears of a ping well within a second.
-async fn writer(
+/// Takes whatever is queued (up to `batch_max`) and appends it as one batch;
+/// while a batch commits, the next one gathers. Up to
+/// [`Store::append_concurrency`] batches commit at once. Runs until `stop`,
+/// then commits what is queued, waits for the batches in flight, and fires
+/// `done`.
+async fn appender(
     store: Arc<dyn Store>,
     mut rx: mpsc::Receiver<Job>,
     batch_max: usize,
     stop: CancellationToken,
-    evaluator: EvaluatorHandle,
+    appended: Arc<AtomicBool>,
+    done: CancellationToken,
 ) {
-    let mut pings: Vec<NewPing> = Vec::with_capacity(batch_max);
-    let mut replies = Vec::with_capacity(batch_max);
-    let mut last_fold = Instant::now();
-    // Pings of an earlier run (or of other replicas) may wait in the inbox.
-    let mut unfolded = true;
-    let mut tick = tokio::time::interval(FOLD_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let slots = Arc::new(Semaphore::new(store.append_concurrency().max(1)));
+    let mut in_flight = JoinSet::new();
     let mut closing = false;
     loop {
         let first = tokio::select! {
             biased;
-            job = rx.recv() => {
-                if job.is_none() {
-                    // Every sender is gone: the server has stopped.
-                    closing = true;
-                }
-                job
-            }
+            job = rx.recv() => job,
             _ = stop.cancelled(), if !closing => {
                 // Stop taking new pings, but commit the ones already queued.
                 closing = true;
                 rx.close();
                 rx.recv().await
             }
-            _ = tick.tick() => {
-                // Other replicas append to a shared inbox (PostgreSQL): look at it too.
-                if store.shared() {
-                    unfolded = true;
-                }
-                None
-            }
         };
-        match first {
-            Some(first) => {
-                let mut next = Some(first);
-                while let Some(job) = next.take() {
-                    pings.push(job.ping);
-                    replies.push(job.reply);
-                    if pings.len() < batch_max {
-                        next = rx.try_recv().ok();
-                    }
-                }
-                match store.append_pings(&pings).await {
-                    Ok(()) => {
-                        for reply in replies.drain(..) {
-                            let _ = reply.send(Ok(()));
-                        }
-                        unfolded = true;
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %format!("{e:#}"), pings = pings.len(), "a batch of pings could not be stored");
-                        for reply in replies.drain(..) {
-                            let _ = reply.send(Err(IngestError::Unavailable));
-                        }
-                    }
-                }
-                pings.clear();
+        // None: closed by us, or every sender is gone (the server stopped).
+        let Some(first) = first else { break };
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            break;
+        };
+        let mut pings = Vec::with_capacity(batch_max);
+        let mut replies = Vec::with_capacity(batch_max);
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            pings.push(job.ping);
+            replies.push(job.reply);
+            if pings.len() < batch_max {
+                next = rx.try_recv().ok();
             }
-            None if closing => {
-                fold_all(&*store, &evaluator).await;
-                break;
-            }
-            None => {}
         }
-        if unfolded && last_fold.elapsed() >= FOLD_EVERY {
-            unfolded = !fold_all(&*store, &evaluator).await;
-            last_fold = Instant::now();
+        let store = store.clone();
+        let appended = appended.clone();
+        in_flight.spawn(async move {
+            let result = store.append_pings(&pings).await;
+            drop(slot);
+            match result {
+                Ok(()) => {
+                    appended.store(true, Ordering::Release);
+                    for reply in replies {
+                        let _ = reply.send(Ok(()));
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %format!("{e:#}"), pings = pings.len(), "a batch of pings could not be stored");
+                    for reply in replies {
+                        let _ = reply.send(Err(IngestError::Unavailable));
+                    }
+                }
+            }
+        });
+        // Reap finished batches so the set does not grow.
+        while in_flight.try_join_next().is_some() {}
+    }
+    while in_flight.join_next().await.is_some() {}
+    done.cancel();
+}
+
+/// Folds the inbox every [`FOLD_EVERY`] (on SQLite only after appends, since
+/// no other process writes its inbox) and tells the evaluator what changed.
+/// After the appender is done it folds what is left and stops.
+async fn folder(
+    store: Arc<dyn Store>,
+    appended: Arc<AtomicBool>,
+    appender_done: CancellationToken,
+    evaluator: EvaluatorHandle,
+) {
+    let mut tick = tokio::time::interval(FOLD_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut behind = false;
+    loop {
+        let last_round = tokio::select! {
+            _ = appender_done.cancelled() => true,
+            _ = tick.tick() => false,
+        };
+        if last_round || behind || store.shared() || appended.swap(false, Ordering::AcqRel) {
+            behind = !fold_all(&*store, &evaluator).await;
+        }
+        if last_round {
+            break;
         }
     }
 }
-
 /// Folds what is waiting (bounded per call); true when the inbox was emptied.
 async fn fold_all(store: &dyn Store, evaluator: &EvaluatorHandle) -> bool {
     for _ in 0..8 {

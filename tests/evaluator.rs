@@ -127,12 +127,12 @@ both_backends!(failures_go_down_at_once, |backend| async move {
         (Some("down"), Some("failed"))
     );
     let flips_url = s.url(&format!("/api/v1/checks/{uuid}/flips"));
+    // Both failures may reach the evaluator in one fold, so the flip into
+    // down may come from new or from up.
     let flips = wait_for(&s.client, &flips_url, Duration::from_secs(10), |f| {
-        transitions(f).last().map(String::as_str) == Some("up>down")
+        transitions(f).last().is_some_and(|t| t.ends_with(">down"))
     })
     .await;
-    let t = transitions(&flips);
-    assert_eq!(t.last().map(String::as_str), Some("up>down"), "{t:?}");
     assert_eq!(flips["flips"][0]["reason"], "failed");
     s.ping(&format!("/ping/{uuid}")).await;
     wait_for(&s.client, &check_url, Duration::from_secs(5), |v| {

@@ -576,6 +576,8 @@ pub trait Store: Send + Sync + 'static {
     async fn health(&self) -> Result<(), StoreError>;
     /// True when other processes may write to the same database (PostgreSQL).
     fn shared(&self) -> bool;
+    /// How many ping batches may be appended at once.
+    fn append_concurrency(&self) -> usize;
     /// Creates a check; `Conflict` when its uuid or slug is taken.
     async fn create_check(
         &self,

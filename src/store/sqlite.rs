@@ -88,6 +88,11 @@ impl Store for SqliteStore {
         false
     }
 
+    fn append_concurrency(&self) -> usize {
+        // One writer connection: batches queue behind each other anyway.
+        1
+    }
+
     async fn health(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
