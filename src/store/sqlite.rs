@@ -6,7 +6,7 @@
 //! `BEGIN IMMEDIATE … COMMIT`: sqlx's SQLite driver costs ~60–100 µs per call,
 //! far more than SQLite itself (see PERF-NOTES.md).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::str::FromStr;
 use std::time::Duration;
@@ -42,6 +42,10 @@ struct Writer {
     conn: SqliteConnection,
     checks: HashMap<i64, Cached>,
     next_run_id: Option<i64>,
+    /// The inbox's rows, kept in memory once the inbox was seen empty, so a
+    /// fold need not read back what this process just wrote (no other
+    /// process writes this database). `None` until then.
+    queue: Option<VecDeque<InboxPing>>,
 }
 
 type Cached = WriterCheck;
@@ -77,6 +81,7 @@ impl SqliteStore {
                 conn,
                 checks: HashMap::new(),
                 next_run_id: None,
+                queue: None,
             }),
         })
     }
@@ -212,9 +217,18 @@ impl Store for SqliteStore {
         }
         // One INSERT is its own transaction: all of the batch or none of it.
         let mut w = self.writer.lock().await;
-        sqlx::Executor::execute(&mut w.conn, sqlx::raw_sql(&sql))
+        let done = sqlx::Executor::execute(&mut w.conn, sqlx::raw_sql(&sql))
             .await
             .map_err(|e| StoreError::Other(anyhow::Error::new(e).context("cannot append pings")))?;
+        if let Some(queue) = &mut w.queue {
+            // One writer and AUTOINCREMENT: the rows got consecutive ids
+            // ending at the last one inserted.
+            let first = done.last_insert_rowid() - pings.len() as i64 + 1;
+            queue.extend(pings.iter().enumerate().map(|(i, p)| InboxPing {
+                id: first + i as i64,
+                ping: p.clone(),
+            }));
+        }
         Ok(())
     }
 
@@ -546,17 +560,42 @@ impl SqliteStore {}
 impl Writer {
     /// Folds the oldest `limit` inbox rows; see [`Store::fold`].
     async fn fold(&mut self, limit: usize) -> Result<Folded, StoreError> {
-        let sql = format!(
-            "SELECT {INBOX_COLUMNS} FROM ping_inbox ORDER BY id LIMIT {}",
-            limit + 1
-        );
-        let rows: Vec<InboxRow> = sqlx::query_as(&sql).fetch_all(&mut self.conn).await?;
-        let more = rows.len() > limit;
-        let pings: Vec<InboxPing> = rows
-            .into_iter()
-            .take(limit)
-            .map(InboxRow::into_ping)
-            .collect();
+        let (pings, more) = match &mut self.queue {
+            Some(queue) => {
+                let n = queue.len().min(limit);
+                let taken: Vec<InboxPing> = queue.drain(..n).collect();
+                (taken, !queue.is_empty())
+            }
+            None => {
+                let sql = format!(
+                    "SELECT {INBOX_COLUMNS} FROM ping_inbox ORDER BY id LIMIT {}",
+                    limit + 1
+                );
+                let rows: Vec<InboxRow> = sqlx::query_as(&sql).fetch_all(&mut self.conn).await?;
+                let more = rows.len() > limit;
+                let pings = rows
+                    .into_iter()
+                    .take(limit)
+                    .map(InboxRow::into_ping)
+                    .collect();
+                (pings, more)
+            }
+        };
+        let result = self.fold_rows(&pings, more).await;
+        match (&result, &mut self.queue) {
+            (Err(_), Some(queue)) => {
+                // Not folded: they stay first in line.
+                for p in pings.into_iter().rev() {
+                    queue.push_front(p);
+                }
+            }
+            (Ok(_), None) if !more => self.queue = Some(VecDeque::new()),
+            _ => {}
+        }
+        result
+    }
+
+    async fn fold_rows(&mut self, pings: &[InboxPing], more: bool) -> Result<Folded, StoreError> {
         let Some(last) = pings.last().map(|p| p.id) else {
             return Ok(Folded::default());
         };
@@ -577,7 +616,7 @@ impl Writer {
             }
         }
         let mut next_run_id = self.next_run_id.unwrap_or(1);
-        let mut plan = plan_fold(&pings, &mut checks, &mut || {
+        let mut plan = plan_fold(pings, &mut checks, &mut || {
             let id = next_run_id;
             next_run_id += 1;
             id
@@ -807,9 +846,20 @@ fn opt_int(v: Option<i64>) -> String {
     v.map_or_else(|| "NULL".to_string(), |v| v.to_string())
 }
 
-/// Text as a hex blob cast to TEXT: no quoting rules to get wrong, whatever the bytes.
+/// A text literal: quotes doubled, and NUL (which would end the statement for
+/// SQLite's parser) dropped; header values never contain it anyway.
 fn text(s: &str) -> String {
-    format!("CAST(X'{}' AS TEXT)", hex::encode(s.as_bytes()))
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            '\0' => {}
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
 }
 
 fn opt_text(s: Option<&str>) -> String {
@@ -818,4 +868,21 @@ fn opt_text(s: Option<&str>) -> String {
 
 fn blob(b: &[u8]) -> String {
     format!("X'{}'", hex::encode(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_literals_escape_quotes_and_drop_nul() {
+        assert_eq!(text("plain"), "'plain'");
+        assert_eq!(text("it's"), "'it''s'");
+        assert_eq!(text("a\0b"), "'ab'");
+        assert_eq!(
+            text("'; DROP TABLE pings; --"),
+            "'''; DROP TABLE pings; --'"
+        );
+        assert_eq!(opt_text(None), "NULL");
+    }
 }
