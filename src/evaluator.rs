@@ -152,6 +152,11 @@ impl Evaluator {
 
     /// Loads every check and schedules each for an immediate evaluation.
     pub async fn load(&mut self, now: UnixMs) -> anyhow::Result<()> {
+        // Sized once: growing a map of a million entries would briefly hold
+        // the old table and the new one (a 1.2 GiB peak at 1M checks).
+        let count = self.store.check_count().await?;
+        self.entries.reserve(count);
+        self.heap.reserve(count);
         let mut after = 0;
         loop {
             let page = self.store.eval_checks(after, PAGE).await?;
@@ -287,7 +292,9 @@ impl Evaluator {
         match self.store.record_transitions(&batch).await {
             Ok(()) => {
                 for (t, next) in pending.drain(..) {
-                    if t.flip {
+                    // A first evaluation (new → up for every check on a fresh
+                    // start) is routine; changes after it are worth a line.
+                    if t.flip && t.from.is_some() {
                         tracing::info!(
                             check = t.check_id,
                             from = t.from.map_or("new", |s| s.status.as_str()),
@@ -445,12 +452,19 @@ pub async fn heartbeat_loop(
     stop: CancellationToken,
 ) {
     let gap = millis(period).saturating_mul(2);
+    let mut wait = period;
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
-            _ = tokio::time::sleep(period) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
-        beat(&*store, &observed, &replica, started_at, gap).await;
+        // A failed beat is retried soon: one missed beat must not turn into
+        // an unobserved span (which moves every check's deadlines).
+        wait = if beat(&*store, &observed, &replica, started_at, gap).await {
+            period
+        } else {
+            (period / 5).max(Duration::from_millis(50))
+        };
     }
     // A last beat, so the span until the next start is measured from now.
     beat(&*store, &observed, &replica, started_at, gap).await;

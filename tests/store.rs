@@ -486,3 +486,23 @@ both_backends!(folds_are_bounded_and_ordered, |backend| async move {
     assert_eq!(second.touched[0].summary.last_items, Some(24));
     assert_eq!(second.touched[0].summary.n_pings, 25);
 });
+
+/// A heartbeat while another connection writes waits for it (busy timeout)
+/// instead of failing at once, which would turn into an unobserved span.
+#[tokio::test]
+async fn sqlite_heartbeat_waits_for_a_concurrent_writer() {
+    use sqlx::Connection;
+    let (db, store) = open(Backend::Sqlite).await;
+    store.heartbeat("r1", 0, 1_000, 500).await.unwrap();
+    let mut other = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql("BEGIN IMMEDIATE; INSERT INTO replicas (id, started_at, last_beat_at) VALUES ('x', 0, 1100);")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let release = async {
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
+    };
+    let (beat, ()) = tokio::join!(store.heartbeat("r1", 0, 1_200, 500), release);
+    assert_eq!(beat.unwrap(), None);
+}

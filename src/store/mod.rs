@@ -610,6 +610,8 @@ pub trait Store: Send + Sync + 'static {
         run_id: i64,
         at: UnixMs,
     ) -> Result<Option<Touched>, StoreError>;
+    /// How many checks exist.
+    async fn check_count(&self) -> Result<usize, StoreError>;
     /// Checks with `id > after`, in id order, for the evaluator.
     async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError>;
     /// One check for the evaluator; `None` if it no longer exists.

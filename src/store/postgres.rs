@@ -199,6 +199,13 @@ impl Store for PgStore {
         }))
     }
 
+    async fn check_count(&self) -> Result<usize, StoreError> {
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM checks")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
     async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError> {
         let sql = format!(
             "SELECT {CHECK_COLUMNS}, {EVAL_COLUMNS} FROM checks c \

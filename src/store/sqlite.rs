@@ -265,6 +265,13 @@ impl Store for SqliteStore {
         Ok(Some(touched))
     }
 
+    async fn check_count(&self) -> Result<usize, StoreError> {
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM checks")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
     async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError> {
         let sql = format!(
             "SELECT {CHECK_COLUMNS}, {EVAL_COLUMNS} FROM checks c \
@@ -372,7 +379,7 @@ impl Store for SqliteStore {
                     .collect(),
             );
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(&sql)).await?;
         tx.commit().await?;
         Ok(())
@@ -385,7 +392,10 @@ impl Store for SqliteStore {
         now: UnixMs,
         gap: i64,
     ) -> Result<Option<(UnixMs, UnixMs)>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        // IMMEDIATE: this transaction reads, then writes. A deferred one would
+        // fail at once with "database is locked" when upgrading while another
+        // connection writes, instead of waiting for the busy timeout.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let (last,): (Option<i64>,) = sqlx::query_as("SELECT MAX(last_beat_at) FROM replicas")
             .fetch_one(&mut *tx)
             .await?;
