@@ -138,7 +138,7 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 }
 
 /// Inbox rows folded per transaction.
-const FOLD_LIMIT: usize = 20_000;
+const FOLD_LIMIT: usize = 1_000;
 /// How often the inbox is folded: rarely enough that folds are large (their
 /// page writes are shared by many pings), often enough that the evaluator
 /// hears of a ping well within a second.
@@ -240,7 +240,7 @@ async fn folder(
 }
 /// Folds what is waiting (bounded per call); true when the inbox was emptied.
 async fn fold_all(store: &dyn Store, evaluator: &EvaluatorHandle) -> bool {
-    for _ in 0..8 {
+    for _ in 0..200 {
         match store.fold(FOLD_LIMIT).await {
             Ok(folded) => {
                 if !folded.touched.is_empty() {
