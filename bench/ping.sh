@@ -1,0 +1,564 @@
+#!/usr/bin/env bash
+# Ping ingestion benchmark: the service levels of SPEC §12.
+#
+# For each database it starts `overdue serve` on a fresh database, creates one
+# check plus 10,000 more through the API, and measures with wrk:
+#
+#   no-op | overdue, all pings to one check | no-op | overdue, pings spread over
+#   10,000 checks | no-op
+#
+# Each overdue figure is reported as a ratio to the mean of the two no-op runs
+# around it (examples/noop.rs, an axum handler that answers 200 "OK" and does
+# nothing), because the machine's own speed moves between runs. All runs use the
+# same wrk Lua script (bench/spread.lua), so wrk does the same work per request
+# in every run. Results are printed and written to BENCHMARKS.md.
+#
+# Usage: bench/ping.sh
+#
+# Environment:
+#   BENCH_DURATION              wrk duration per run (default 10s)
+#   BENCH_CONNECTIONS           wrk connections (default 64)
+#   BENCH_DATABASES             databases to measure (default "sqlite postgres")
+#   OVERDUE_BENCH_POSTGRES_URL  admin URL of a PostgreSQL server; a database
+#                               overdue_bench_<random> is created next to the one
+#                               it names and dropped afterwards
+#                               (default postgres://postgres@127.0.0.1:5432/test)
+#   BENCH_OUTPUT_DIR            if set, wrk's full outputs, the uuid files and the
+#                               server logs are kept there
+#   CARGO_TARGET_DIR            honoured, as by cargo
+#
+# Needs: cargo, wrk, curl; psql for PostgreSQL.
+set -euo pipefail
+
+DURATION=${BENCH_DURATION:-10s}
+CONNECTIONS=${BENCH_CONNECTIONS:-64}
+DATABASES=${BENCH_DATABASES:-sqlite postgres}
+PG_ADMIN_URL=${OVERDUE_BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}
+OUTPUT_DIR=${BENCH_OUTPUT_DIR:-}
+[[ -z $OUTPUT_DIR || $OUTPUT_DIR == /* ]] || OUTPUT_DIR=$PWD/$OUTPUT_DIR
+THREADS=2
+N_CHECKS=10000
+# Parallel curl processes creating checks, each with a batch on one keep-alive connection.
+CREATE_PARALLEL=4
+CREATE_BATCH=250
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+LUA=$ROOT/bench/spread.lua
+START_SECONDS=$SECONDS
+
+die() {
+    echo "bench/ping.sh: $*" >&2
+    exit 1
+}
+warn() {
+    echo "WARNING: $*" >&2
+    WARNINGS+=("$*")
+}
+# 12345678 -> 12,345,678
+fmt_int() { awk -v n="$1" 'BEGIN { s = sprintf("%d", n); o = ""; while (length(s) > 3) { o = "," substr(s, length(s) - 2) o; s = substr(s, 1, length(s) - 3) } print s o }'; }
+# Hides the password of a URL before it is printed.
+redact() { sed -E 's#(://[^:/@]+):[^@]*@#\1:***@#' <<<"$1"; }
+
+command -v wrk >/dev/null || die "wrk is not installed. Install it with: apt-get install wrk (Debian/Ubuntu) or brew install wrk (macOS)"
+command -v curl >/dev/null || die "curl is not installed"
+command -v cargo >/dev/null || die "cargo is not installed"
+[[ $CONNECTIONS =~ ^[0-9]+$ ]] || die "BENCH_CONNECTIONS must be a number, got '$CONNECTIONS'"
+for db in $DATABASES; do
+    [[ $db == sqlite || $db == postgres ]] || die "BENCH_DATABASES: unknown database '$db' (sqlite, postgres)"
+done
+
+# wrk's duration (10s, 2m, 1h, or seconds) in seconds, to bound each wrk run.
+duration_seconds() {
+    local d=$1
+    case $d in
+        *s) echo "${d%s}" ;;
+        *m) echo $((${d%m} * 60)) ;;
+        *h) echo $((${d%h} * 3600)) ;;
+        *) echo "$d" ;;
+    esac
+}
+DURATION_S=$(duration_seconds "$DURATION")
+[[ $DURATION_S =~ ^[0-9]+$ ]] || die "BENCH_DURATION must look like 10s, 1m or 30, got '$DURATION'"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/overdue-ping-bench.XXXXXX")
+export WORK_DIR=$WORK
+PIDS=()
+PG_DB=""
+WARNINGS=()
+HTTP_PROBLEMS=0
+
+stop_pid() {
+    local pid=$1
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+# Removes a process that has ended from the ones the cleanup stops.
+forget_pid() {
+    local pid kept=()
+    for pid in "${PIDS[@]}"; do [[ $pid == "$1" ]] || kept+=("$pid"); done
+    PIDS=("${kept[@]}")
+}
+
+drop_pg_db() {
+    [[ -n $PG_DB ]] || return 0
+    PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAt -v ON_ERROR_STOP=1 \
+        -c "DROP DATABASE IF EXISTS \"$PG_DB\" WITH (FORCE)" >/dev/null 2>&1 ||
+        PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAt -v ON_ERROR_STOP=1 \
+            -c "DROP DATABASE IF EXISTS \"$PG_DB\"" >/dev/null ||
+        echo "bench/ping.sh: could not drop PostgreSQL database $PG_DB" >&2
+    PG_DB=""
+}
+
+cleanup() {
+    local rc=$?
+    local pid
+    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+    drop_pg_db
+    if [[ -n $OUTPUT_DIR ]]; then
+        if mkdir -p "$OUTPUT_DIR"; then
+            cp -r "$WORK"/results/. "$WORK"/*.log "$OUTPUT_DIR"/ 2>/dev/null || true
+        fi
+    fi
+    rm -rf "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# A TCP port nothing on 127.0.0.1 answers on (the server fails loudly if it is taken).
+free_port() {
+    local p _
+    for _ in $(seq 1 100); do
+        p=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    die "no free TCP port found"
+}
+
+# ---------------------------------------------------------------------------
+# Build
+
+echo "== building (cargo build --release --bin overdue --example noop)"
+cargo build --release --bin overdue --example noop
+TARGET_DIR=$(cargo metadata --format-version 1 --no-deps |
+    grep -o '"target_directory":"[^"]*"' | head -n1 | sed 's/^"target_directory":"//; s/"$//')
+[[ -n $TARGET_DIR ]] || die "cannot find cargo's target directory"
+OVERDUE_BIN=$TARGET_DIR/release/overdue
+NOOP_BIN=$TARGET_DIR/release/examples/noop
+[[ -x $OVERDUE_BIN && -x $NOOP_BIN ]] || die "built binaries not found in $TARGET_DIR/release"
+
+# ---------------------------------------------------------------------------
+# Machine and revision, taken before the load starts
+
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# BENCHMARKS.md is what this script writes: its own edits do not make the tree dirty.
+if [[ $COMMIT != unknown && -n $(git status --porcelain -- . ':(exclude)BENCHMARKS.md' 2>/dev/null) ]]; then
+    COMMIT="$COMMIT-dirty"
+fi
+NPROC=$(nproc)
+CPU_MODEL=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
+CPU_MODEL=${CPU_MODEL:-unknown CPU}
+LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
+DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+
+# ---------------------------------------------------------------------------
+# The no-op baseline, one process for the whole run
+
+echo "== starting the no-op baseline"
+"$NOOP_BIN" 127.0.0.1:0 2>"$WORK/noop.log" &
+PIDS+=($!)
+NOOP_PID=$!
+NOOP_URL=""
+for _ in $(seq 1 100); do
+    NOOP_URL=$(grep -o 'http://[0-9.:]*' "$WORK/noop.log" | head -n1 || true)
+    [[ -n $NOOP_URL ]] && break
+    kill -0 "$NOOP_PID" 2>/dev/null || break
+    sleep 0.1
+done
+[[ -n $NOOP_URL ]] || die "the no-op server did not start: $(cat "$WORK/noop.log")"
+echo "   $NOOP_URL"
+
+# ---------------------------------------------------------------------------
+# overdue
+
+SERVER_PID=""
+SERVER_URL=""
+
+# start_server DATABASE_URL LOG: starts `overdue serve` and waits until /readyz answers 200.
+start_server() {
+    local database_url=$1 port
+    SERVER_LOG=$2
+    port=$(free_port)
+    SERVER_URL="http://127.0.0.1:$port"
+    cat >"$WORK/overdue.toml" <<EOF
+listen = "127.0.0.1:$port"
+database_url = "$database_url"
+shutdown_timeout = "5s"
+EOF
+    # OVERDUE_* variables from the caller's environment would override the file.
+    (
+        while read -r v; do unset "$v"; done < <(compgen -e | grep '^OVERDUE_' || true)
+        RUST_LOG=info exec "$OVERDUE_BIN" --config "$WORK/overdue.toml" serve
+    ) >"$SERVER_LOG" 2>&1 &
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+    for _ in $(seq 1 300); do
+        if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+            tail -n 20 "$SERVER_LOG" >&2
+            die "overdue exited during start-up (log above)"
+        fi
+        if [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$SERVER_URL/readyz" || true) == 200 ]]; then
+            SERVER_LOG_MARK=$(wc -l <"$SERVER_LOG")
+            return 0
+        fi
+        sleep 0.1
+    done
+    tail -n 20 "$SERVER_LOG" >&2
+    die "overdue did not become ready within 30 s (log above)"
+}
+
+# server_log_problems LABEL: warns about WARN and ERROR lines overdue logged since it
+# became ready (up to 3 distinct messages, without their timestamps).
+server_log_problems() {
+    local label=$1 lines n msg msgs
+    lines=$(tail -n +"$((SERVER_LOG_MARK + 1))" "$SERVER_LOG" | sed 's/\x1b\[[0-9;]*m//g' |
+        grep -E '(^| )(WARN|ERROR) ' || true)
+    [[ -n $lines ]] || return 0
+    n=$(wc -l <<<"$lines")
+    warn "$label: overdue logged $n warnings or errors during the runs"
+    mapfile -t msgs < <(sed -E 's/^[^ ]+ +//' <<<"$lines" | cut -c1-240 | awk '!seen[$0]++' | head -n 3)
+    for msg in "${msgs[@]}"; do warn "$label: overdue logged \`$msg\`"; done
+}
+
+stop_server() {
+    [[ -n $SERVER_PID ]] || return 0
+    stop_pid "$SERVER_PID"
+    forget_pid "$SERVER_PID"
+    SERVER_PID=""
+}
+
+# create_checks FIRST LAST OUT: creates checks bench-FIRST..bench-LAST, their uuids to OUT.
+create_checks() {
+    local first=$1 last=$2 out=$3
+    rm -f "$WORK"/create.*.out
+    # Each curl process creates a batch of checks on one keep-alive connection and
+    # writes its own file, so parallel outputs never interleave.
+    # shellcheck disable=SC2016
+    seq "$first" "$last" | xargs -n "$CREATE_BATCH" -P "$CREATE_PARALLEL" bash -c '
+        url=$0; dir=$WORK_DIR; args=()
+        for i in "$@"; do
+            args+=(--next -sS --max-time 30 -X POST -H "content-type: application/json"
+                   -d "{\"slug\": \"bench-$i\", \"interval\": \"1h\"}" -w "\n%{http_code}\n" "$url")
+        done
+        curl "${args[@]:1}" >"$dir/create.$1.out"
+    ' "$SERVER_URL/api/v1/checks" || true
+    cat "$WORK"/create.*.out 2>/dev/null | grep -o '"uuid":"[0-9a-fA-F-]*"' | cut -d'"' -f4 >"$out" || true
+    local want=$((last - first + 1)) got
+    got=$(wc -l <"$out")
+    if ((got != want)); then
+        echo "responses that were not 201 (first 5):" >&2
+        cat "$WORK"/create.*.out 2>/dev/null | grep -v '"uuid"' | grep -v '^201$' | grep -v '^$' | head -n 5 >&2 || true
+        die "created $got of $want checks"
+    fi
+}
+
+# Sum of n_pings over all checks, as the API reports it.
+stored_pings() {
+    curl -sS --fail --max-time 60 "$SERVER_URL/api/v1/checks" |
+        grep -o '"n_pings":[0-9]*' | awk -F: '{s += $2} END {print s + 0}'
+}
+
+# wrk prints latencies as 950.00us, 1.23ms, 1.05s or 2.00m: in milliseconds.
+to_ms() {
+    awk -v v="$1" 'BEGIN {
+        n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+        if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
+        printf "%.2f", n }'
+}
+
+# The machine is shared: to tell a slow server from a busy machine, each run
+# measures the CPU that processes other than wrk, the no-op, overdue and the
+# PostgreSQL server used meanwhile.
+CLK_TCK=$(getconf CLK_TCK)
+# Busy CPU time of the whole machine (all but idle and iowait), in clock ticks.
+# It includes irq and softirq: a process's own times include the softirq work
+# (loopback networking) done on its behalf.
+machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
+# CPU time of the servers being measured, in clock ticks.
+servers_ticks() {
+    local pid sum=0 t
+    for pid in $NOOP_PID $SERVER_PID $(pgrep -x postgres || true); do
+        t=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}' || true)
+        sum=$((sum + ${t:-0}))
+    done
+    echo "$sum"
+}
+# Sets CHILDREN_SECONDS to the CPU seconds used by this shell's finished children
+# (wrk, through timeout). Not in $(...): a subshell's `times` sees only its own.
+children_seconds() {
+    times >"$WORK/times"
+    CHILDREN_SECONDS=$(awk 'NR == 2 {
+        n = split($0, f, " "); s = 0
+        for (i = 1; i <= n; i++) { split(f[i], p, "m"); s += p[1] * 60 + p[2] }
+        printf "%.3f", s }' "$WORK/times")
+}
+now_seconds() { date +%s.%N; }
+
+# run_wrk NAME URL UUID_FILE: one wrk run; sets RPS, P99_MS, TOTAL, NON2XX, SOCKERR, OTHER_CPU.
+run_wrk() {
+    local name=$1 url=$2 uuids=$3 out="$WORK/wrk.$1.txt"
+    local m0 s0 c0 t0 m1 s1 c1 t1
+    children_seconds
+    m0=$(machine_ticks) s0=$(servers_ticks) c0=$CHILDREN_SECONDS t0=$(now_seconds)
+    # In the background and waited for, so that a signal runs the cleanup at once.
+    timeout $((DURATION_S + 60)) wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency \
+        -s "$LUA" "$url" -- "$uuids" >"$out" 2>&1 &
+    local wrk_pid=$! wrk_rc=0
+    PIDS+=("$wrk_pid")
+    wait "$wrk_pid" || wrk_rc=$?
+    forget_pid "$wrk_pid"
+    children_seconds
+    m1=$(machine_ticks) s1=$(servers_ticks) c1=$CHILDREN_SECONDS t1=$(now_seconds)
+    OTHER_CPU=$(awk -v m="$((m1 - m0))" -v s="$((s1 - s0))" -v hz="$CLK_TCK" -v c0="$c0" -v c1="$c1" \
+        -v t0="$t0" -v t1="$t1" 'BEGIN { o = ((m - s) / hz - (c1 - c0)) / (t1 - t0); if (o < 0) o = 0; printf "%.2f", o }')
+    OTHER_CPUS+=("$name $OTHER_CPU")
+    if ((wrk_rc != 0)); then
+        cat "$out" >&2
+        die "wrk failed ($name, exit status $wrk_rc)"
+    fi
+    cp "$out" "$RESULTS/wrk.$name.txt"
+    RPS=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$out")
+    TOTAL=$(awk '/ requests in / {print $1}' "$out")
+    NON2XX=$(awk '/Non-2xx or 3xx responses:/ {print $NF}' "$out")
+    NON2XX=${NON2XX:-0}
+    SOCKERR=$(grep -o 'Socket errors:.*' "$out" || true)
+    P99_MS=$(to_ms "$(awk '$1 == "99%" {print $2}' "$out")")
+    [[ -n $RPS && -n $TOTAL ]] || {
+        cat "$out" >&2
+        die "cannot parse wrk's output ($name)"
+    }
+    printf '   %-28s %9s req/s  p99 %7s ms  %s responses, other processes %s CPUs' \
+        "$name" "$RPS" "$P99_MS" "$TOTAL" "$OTHER_CPU"
+    ((NON2XX > 0)) && printf ', %s non-2xx' "$NON2XX"
+    [[ -n $SOCKERR ]] && printf ', %s' "$SOCKERR"
+    printf '\n'
+    if ((NON2XX > 0)); then
+        warn "$name: wrk reported $NON2XX non-2xx responses of $TOTAL"
+        HTTP_PROBLEMS=1
+    fi
+    if [[ -n $SOCKERR ]]; then
+        warn "$name: wrk reported $SOCKERR"
+        HTTP_PROBLEMS=1
+    fi
+    if awk -v o="$OTHER_CPU" 'BEGIN {exit !(o > 0.2)}'; then
+        warn "$name: other processes used $OTHER_CPU CPUs of $NPROC during the run; its figures are disturbed"
+    fi
+    return 0
+}
+
+noop_run() { run_wrk "$1" "$NOOP_URL" "$2"; }
+
+# overdue_run NAME UUID_FILE: one wrk run against overdue, then checks that every
+# 200 it got is counted in the stored pings.
+overdue_run() {
+    local name=$1 uuids=$2 before after ok delta
+    before=$(stored_pings)
+    run_wrk "$name" "$SERVER_URL" "$uuids"
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+        tail -n 20 "$SERVER_LOG" >&2
+        die "overdue died during $name (log above)"
+    fi
+    ok=$((TOTAL - NON2XX))
+    # 200 is sent only after the commit (SPEC §4), so every 200 must be counted; a
+    # few more is normal (pings in flight when wrk stopped). Summaries may be
+    # flushed a little later than the commit: give them a few seconds.
+    for _ in $(seq 1 10); do
+        after=$(stored_pings)
+        delta=$((after - before))
+        ((delta >= ok)) && break
+        sleep 0.5
+    done
+    if ((delta < ok)); then
+        warn "$name: wrk got $ok 200 responses but the server counts only $delta new pings"
+    elif ((delta > TOTAL + CONNECTIONS)); then
+        warn "$name: the server counts $delta new pings, more than the $TOTAL requests wrk completed + $CONNECTIONS in flight"
+    fi
+    printf '   %-28s stored pings +%s for %s 200 responses\n' "" "$delta" "$ok"
+    PINGS_NOTE="$(fmt_int "$delta") pings counted by the server for $(fmt_int "$ok") 200 responses"
+}
+
+# ---------------------------------------------------------------------------
+# The measurements
+
+RESULTS=$WORK/results
+mkdir -p "$RESULTS"
+: >"$RESULTS/rows"
+NOTES=()
+OTHER_CPUS=()
+PG_VERSION=""
+
+ratio() { awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN {printf "%.2f", a / ((b + c) / 2)}'; }
+meets_min() { awk -v v="$1" -v t="$2" 'BEGIN {exit !(v >= t)}'; }
+meets_max() { awk -v v="$1" -v t="$2" 'BEGIN {exit !(v <= t)}'; }
+
+# record LOAD DB RPS NOOP_BEFORE NOOP_AFTER P99 TARGET_RATIO TARGET_P99 NOTE
+record() {
+    local r
+    r=$(ratio "$3" "$4" "$5")
+    printf '%s|%s|%s|%s|%s|%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "$5" "$r" "$6" "$7" "$8" "$9" >>"$RESULTS/rows"
+}
+
+for db in $DATABASES; do
+    case $db in
+        sqlite)
+            label=SQLite
+            mkdir -p "$WORK/sqlite"
+            database_url="sqlite://$WORK/sqlite/overdue.db"
+            t_one=0.5 t_spread=0.4 t_p99=10
+            ;;
+        postgres)
+            label=PostgreSQL
+            t_one=0.3 t_spread=0.25 t_p99=15
+            if ! command -v psql >/dev/null; then
+                echo "== PostgreSQL: skipped, psql is not installed"
+                NOTES+=("PostgreSQL: not measured (psql is not installed).")
+                continue
+            fi
+            if ! PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAtc 'SELECT 1' >/dev/null 2>"$WORK/psql.err"; then
+                echo "== PostgreSQL: skipped, cannot connect to $(redact "$PG_ADMIN_URL"): $(head -n1 "$WORK/psql.err")"
+                NOTES+=("PostgreSQL: not measured (cannot connect to $(redact "$PG_ADMIN_URL")).")
+                continue
+            fi
+            PG_VERSION=$(PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAtc 'SHOW server_version' || true)
+            PG_DB="overdue_bench_$(date +%s)_$RANDOM"
+            PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAt -v ON_ERROR_STOP=1 -c "CREATE DATABASE \"$PG_DB\"" >/dev/null
+            # Same server and options, database name replaced.
+            base=${PG_ADMIN_URL%%\?*}
+            query=${PG_ADMIN_URL#"$base"}
+            if [[ ${base#*://} == */* ]]; then base=${base%/*}; fi
+            database_url="$base/$PG_DB$query"
+            ;;
+    esac
+
+    echo "== $label"
+    start_server "$database_url" "$WORK/overdue.$db.log"
+    echo "   overdue on $SERVER_URL"
+
+    t0=$SECONDS
+    create_checks 0 0 "$RESULTS/one.$db.txt"
+    create_checks 1 "$N_CHECKS" "$RESULTS/spread.$db.txt"
+    echo "   created 1 + $(fmt_int "$N_CHECKS") checks in $((SECONDS - t0)) s"
+
+    noop_run "noop-before-one-$db" "$RESULTS/one.$db.txt"
+    nb=$RPS
+    overdue_run "overdue-one-$db" "$RESULTS/one.$db.txt"
+    o_rps=$RPS o_p99=$P99_MS o_note="one check: $PINGS_NOTE"
+    noop_run "noop-between-$db" "$RESULTS/spread.$db.txt"
+    nm=$RPS
+    record "one check" "$label" "$o_rps" "$nb" "$nm" "$o_p99" "$t_one" "$t_p99" "$o_note"
+    overdue_run "overdue-spread-$db" "$RESULTS/spread.$db.txt"
+    o_rps=$RPS o_p99=$P99_MS o_note="$(fmt_int "$N_CHECKS") checks: $PINGS_NOTE"
+    noop_run "noop-after-spread-$db" "$RESULTS/spread.$db.txt"
+    na=$RPS
+    record "$(fmt_int "$N_CHECKS") checks" "$label" "$o_rps" "$nm" "$na" "$o_p99" "$t_spread" "$t_p99" "$o_note"
+
+    server_log_problems "$label"
+    stop_server
+    [[ $db == postgres ]] && drop_pg_db
+done
+
+[[ -s $RESULTS/rows ]] || die "nothing was measured"
+
+# ---------------------------------------------------------------------------
+# Report
+
+
+REPRO="bench/ping.sh"
+[[ $DURATION != 10s ]] && REPRO="BENCH_DURATION=$DURATION $REPRO"
+[[ $CONNECTIONS != 64 ]] && REPRO="BENCH_CONNECTIONS=$CONNECTIONS $REPRO"
+[[ $DATABASES != "sqlite postgres" ]] && REPRO="BENCH_DATABASES=\"$DATABASES\" $REPRO"
+
+SECTION=$WORK/section.md
+{
+    echo "<!-- ping-bench:start -->"
+    echo "## Ping ingestion"
+    echo
+    echo "Durable ping ingestion (SPEC §12): \`GET /ping/<uuid>\` answered 200 only after the"
+    echo "ping is committed, as a ratio to a no-op axum handler (\`examples/noop.rs\`) measured"
+    echo "just before and just after each overdue run (the ratio uses the mean of the two)."
+    echo "\`wrk -t$THREADS -c$CONNECTIONS -d$DURATION --latency -s bench/spread.lua\` over loopback, on the"
+    echo "same machine as the server; p99 is overdue's 99th percentile latency."
+    echo
+    echo "- Date: $DATE"
+    echo "- Commit: $COMMIT"
+    echo "- Machine: $NPROC CPUs (nproc), $CPU_MODEL; load average before the run: $LOADAVG"
+    [[ -n $PG_VERSION ]] && echo "- PostgreSQL: $PG_VERSION on the same machine"
+    echo "- Reproduce: \`$REPRO\`"
+    echo
+    echo "| load | database | overdue req/s | no-op req/s (before/after) | ratio | p99 | target ratio | target p99 |"
+    echo "|---|---|---:|---:|---:|---:|---|---|"
+    while IFS='|' read -r load dbl rps nb na r p99 tr tp note; do
+        if meets_min "$r" "$tr"; then mr="met"; else mr="**not met**"; fi
+        if meets_max "$p99" "$tp"; then mp="met"; else mp="**not met**"; fi
+        echo "| $load | $dbl | $(fmt_int "$rps") | $(fmt_int "$nb") / $(fmt_int "$na") | $r | $p99 ms | ≥ $tr: $mr | ≤ $tp ms: $mp |"
+    done <"$RESULTS/rows"
+    echo
+    echo "Checks after each run:"
+    echo
+    while IFS='|' read -r load dbl rps nb na r p99 tr tp note; do
+        echo "- $dbl, $note."
+    done <"$RESULTS/rows"
+    echo "- CPUs used by other processes (not wrk, the no-op, overdue or PostgreSQL) during each run, of $NPROC:"
+    echo "  $(printf '%s, ' "${OTHER_CPUS[@]}" | sed 's/, $//')."
+    for n in "${NOTES[@]}"; do echo "- $n"; done
+    if ((HTTP_PROBLEMS == 0)); then
+        echo "- No non-2xx responses and no socket errors in any run."
+    fi
+    for w in "${WARNINGS[@]}"; do echo "- Warning: $w."; done
+    echo "<!-- ping-bench:end -->"
+} >"$SECTION"
+
+BENCH_FILE=$ROOT/BENCHMARKS.md
+if [[ -f $BENCH_FILE ]] && grep -qx '<!-- ping-bench:start -->' "$BENCH_FILE" && grep -qx '<!-- ping-bench:end -->' "$BENCH_FILE"; then
+    awk -v section="$SECTION" '
+        $0 == "<!-- ping-bench:start -->" { while ((getline line < section) > 0) print line; skip = 1; next }
+        $0 == "<!-- ping-bench:end -->" { skip = 0; next }
+        !skip { print }
+    ' "$BENCH_FILE" >"$WORK/BENCHMARKS.md"
+elif [[ -f $BENCH_FILE ]]; then
+    { cat "$BENCH_FILE"; echo; cat "$SECTION"; } >"$WORK/BENCHMARKS.md"
+else
+    {
+        echo "# Benchmarks"
+        echo
+        echo "Measured numbers for the service levels of SPEC §12. Each section is written by"
+        echo "the script it names; rerun it to update the section (the rest of the file is kept)."
+        echo
+        cat "$SECTION"
+    } >"$WORK/BENCHMARKS.md"
+fi
+cp "$WORK/BENCHMARKS.md" "$BENCH_FILE"
+
+echo
+echo "== results (commit $COMMIT, $NPROC CPUs, $CPU_MODEL)"
+printf '%-14s %-11s %13s %21s %6s %10s  %-17s %s\n' load database "overdue req/s" "no-op before/after" ratio p99 "target ratio" "target p99"
+while IFS='|' read -r load dbl rps nb na r p99 tr tp note; do
+    if meets_min "$r" "$tr"; then mr="met"; else mr="NOT MET"; fi
+    if meets_max "$p99" "$tp"; then mp="met"; else mp="NOT MET"; fi
+    printf '%-14s %-11s %13s %21s %6s %7s ms  %-17s %s\n' "$load" "$dbl" "$rps" "$nb/$na" "$r" "$p99" ">= $tr $mr" "<= $tp ms $mp"
+done <"$RESULTS/rows"
+for n in "${NOTES[@]}"; do echo "$n"; done
+for w in "${WARNINGS[@]}"; do echo "WARNING: $w"; done
+echo
+echo "BENCHMARKS.md updated; took $((SECONDS - START_SECONDS)) s."
