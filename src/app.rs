@@ -31,18 +31,17 @@ pub async fn run(
     // outage before this start), so the evaluator never judges that span.
     let replica = uuid::Uuid::new_v4().to_string();
     let started_at = crate::evaluator::now_ms();
-    let observed = Arc::new(Observed::new(Vec::new(), config.heartbeat_period));
     let gap = i64::try_from(config.heartbeat_period.as_millis() * 2).unwrap_or(i64::MAX);
-    crate::evaluator::beat(&*store, &observed, &replica, started_at, gap).await;
+    store
+        .heartbeat(&replica, started_at, started_at, gap)
+        .await
+        .context("cannot record the first heartbeat")?;
     let spans = store
         .unobserved_spans(0)
         .await
         .context("cannot read unobserved spans")?;
-    let observed = {
-        let o = Observed::new(spans, config.heartbeat_period);
-        o.beat(crate::evaluator::now_ms(), None);
-        Arc::new(o)
-    };
+    let observed = Arc::new(Observed::new(spans, config.heartbeat_period));
+    observed.beat(started_at, None);
     tracker.spawn(crate::evaluator::heartbeat_loop(
         store.clone(),
         observed.clone(),

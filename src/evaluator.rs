@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -505,9 +505,4 @@ fn millis(d: Duration) -> i64 {
 /// The current instant in Unix milliseconds.
 pub fn now_ms() -> UnixMs {
     Utc::now().timestamp_millis()
-}
-
-/// The current instant.
-pub fn now() -> DateTime<Utc> {
-    Utc::now()
 }
