@@ -270,6 +270,27 @@ fn child_config(db: &TestDb) -> std::path::PathBuf {
     )
 }
 
+/// Creates a check on a child server, pings it once, and returns its uuid.
+async fn create_and_ping(http: &reqwest::Client, base: &str, body: Value) -> String {
+    let c: Value = http
+        .post(format!("{base}/api/v1/checks"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let uuid = c["uuid"].as_str().unwrap().to_string();
+    let r = http
+        .get(format!("{base}/ping/{uuid}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    uuid
+}
+
 async fn get(http: &reqwest::Client, url: &str) -> Value {
     http.get(url).send().await.unwrap().json().await.unwrap()
 }
@@ -279,20 +300,7 @@ both_backends!(a_restart_records_nothing_twice, |backend| async move {
     let config = child_config(&db);
     let http = client();
     let server = ChildServer::spawn(&config);
-    let c: Value = http
-        .post(format!("{}/api/v1/checks", server.base))
-        .json(&json!({"interval": "1s"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let uuid = c["uuid"].as_str().unwrap().to_string();
-    http.get(format!("{}/ping/{uuid}", server.base))
-        .send()
-        .await
-        .unwrap();
+    let uuid = create_and_ping(&http, &server.base, json!({"interval": "1s"})).await;
     let flips_url = format!("{}/api/v1/checks/{uuid}/flips", server.base);
     wait_for(&http, &flips_url, Duration::from_secs(10), |f| {
         transitions(f).last().map(String::as_str) == Some("late>down")
@@ -329,20 +337,7 @@ both_backends!(
         let config = child_config(&db);
         let http = client();
         let server = ChildServer::spawn(&config);
-        let c: Value = http
-            .post(format!("{}/api/v1/checks", server.base))
-            .json(&json!({"interval": "1s"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let uuid = c["uuid"].as_str().unwrap().to_string();
-        http.get(format!("{}/ping/{uuid}", server.base))
-            .send()
-            .await
-            .unwrap();
+        let uuid = create_and_ping(&http, &server.base, json!({"interval": "1s"})).await;
         let check = get(&http, &format!("{}/api/v1/checks/{uuid}", server.base)).await;
         let last_success = instant(&check["last_success"]);
         server.kill9();
@@ -369,20 +364,7 @@ both_backends!(
         let config = child_config(&db);
         let http = client();
         let server = ChildServer::spawn(&config);
-        let c: Value = http
-            .post(format!("{}/api/v1/checks", server.base))
-            .json(&json!({"interval": "2s"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let uuid = c["uuid"].as_str().unwrap().to_string();
-        http.get(format!("{}/ping/{uuid}", server.base))
-            .send()
-            .await
-            .unwrap();
+        let uuid = create_and_ping(&http, &server.base, json!({"interval": "2s"})).await;
         let pinged = Instant::now();
         // Use part of the 4 s limit (interval + grace), then take the whole service down.
         tokio::time::sleep(Duration::from_millis(1000)).await;

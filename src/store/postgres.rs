@@ -599,16 +599,8 @@ impl Store for PgStore {
 
     async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError> {
         // Pings still in the inbox first (newest), then the folded log.
-        let sql = format!(
-            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
-             WHERE c.id = $1"
-        );
         let mut tx = self.read_snapshot().await?;
-        let row: CheckRow = sqlx::query_as(&sql)
-            .bind(check_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        let mut check = row.into_check()?;
+        let mut check = folded_check_on(&mut tx, check_id).await?;
         let pending = pending_on(&mut tx, Some(check_id)).await?;
         let mut out = apply_pending(&mut check, &pending);
         out.reverse();
@@ -627,16 +619,8 @@ impl Store for PgStore {
     }
 
     async fn list_runs(&self, check_id: i64, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
-        let sql = format!(
-            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
-             WHERE c.id = $1"
-        );
         let mut tx = self.read_snapshot().await?;
-        let row: CheckRow = sqlx::query_as(&sql)
-            .bind(check_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        let mut check = row.into_check()?;
+        let mut check = folded_check_on(&mut tx, check_id).await?;
         let pending = pending_on(&mut tx, Some(check_id)).await?;
         let runs: Vec<RunRecord> = sqlx::query_as(
             "SELECT id, rid, started_at, ended_at, outcome, reason, duration_ms, overlapped \
@@ -650,6 +634,16 @@ impl Store for PgStore {
         let (_, changes) = apply_pending_runs(&mut check, &pending);
         Ok(merge_runs(runs, changes, limit))
     }
+}
+
+/// A check as folded so far, without its pings still in the inbox.
+async fn folded_check_on(conn: &mut sqlx::PgConnection, id: i64) -> Result<Check, StoreError> {
+    let sql = format!(
+        "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+         WHERE c.id = $1"
+    );
+    let row: CheckRow = sqlx::query_as(&sql).bind(id).fetch_one(&mut *conn).await?;
+    Ok(row.into_check()?)
 }
 
 /// Pings still in the inbox, of one check or of all, oldest first.
