@@ -28,6 +28,9 @@ pub struct Cli {
     /// Config file (TOML). Environment variables OVERDUE_* override it.
     #[arg(long, short, global = true, env = "OVERDUE_CONFIG")]
     pub config: Option<PathBuf>,
+    /// Log format on stderr: text or json (overrides log_format).
+    #[arg(long, global = true, value_name = "FORMAT", value_parser = ["text", "json"])]
+    pub log_format: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -82,7 +85,11 @@ pub fn main() -> i32 {
         Command::Config(ConfigCommand::Check { file }) => {
             config_check(file.as_deref().or(cli.config.as_deref()), Utc::now())
         }
-        Command::Serve | Command::Migrate => server(cli.config.as_deref(), &cli.command),
+        Command::Serve | Command::Migrate => server(
+            cli.config.as_deref(),
+            cli.log_format.as_deref(),
+            &cli.command,
+        ),
     }
 }
 
@@ -195,7 +202,7 @@ fn output_error(e: io::Error) -> i32 {
 }
 
 /// `serve` and `migrate`: load the config, start the runtime, run.
-fn server(config_file: Option<&Path>, command: &Command) -> i32 {
+fn server(config_file: Option<&Path>, log_format: Option<&str>, command: &Command) -> i32 {
     let config = match Config::load(config_file) {
         Ok(c) => c,
         Err(errors) => {
@@ -203,7 +210,12 @@ fn server(config_file: Option<&Path>, command: &Command) -> i32 {
             return EXIT_INVALID;
         }
     };
-    init_logging(config.log_format);
+    let format = match log_format {
+        Some("json") => LogFormat::Json,
+        Some(_) => LogFormat::Text,
+        None => config.log_format,
+    };
+    init_logging(format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {

@@ -127,3 +127,22 @@ fn one_bad_check_does_not_hide_the_others() {
     assert!(err.contains("checks[0].intervall: unknown field"), "{err}");
     assert!(err.contains("checks[1].cron:"), "{err}");
 }
+
+#[test]
+fn log_format_flag_gives_json_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("x.db");
+    let out = overdue()
+        .args(["--log-format", "json", "migrate"])
+        .env("OVERDUE_DATABASE_URL", format!("sqlite://{}", db.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.contains("migrations applied"))
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["fields"]["message"], "migrations applied");
+}
