@@ -199,21 +199,9 @@ impl Store for SqliteStore {
             if i > 0 {
                 sql.push(',');
             }
-            let _ = write!(
-                sql,
-                "({},{},'{}',{},{},{},{},{},{},'{}',{})",
-                p.check_id,
-                p.at,
-                p.kind.as_str(),
-                opt_int(p.exit_status.map(i64::from)),
-                opt_int(p.items.map(clamp_items)),
-                opt_text(p.rid.map(|r| r.to_string()).as_deref()),
-                text(&p.method),
-                opt_text(p.remote_addr.as_deref()),
-                opt_text(p.user_agent.as_deref()),
-                p.scheme,
-                blob(&p.body),
-            );
+            let _ = write!(sql, "({},{},'{}',", p.check_id, p.at, p.kind.as_str());
+            ping_facts(&mut sql, p);
+            sql.push(')');
         }
         // One INSERT is its own transaction: all of the batch or none of it.
         let mut w = self.writer.lock().await;
@@ -648,22 +636,15 @@ impl Writer {
                 }
                 let _ = write!(
                     sql,
-                    "({},{},{},{},'{}',{},{},{},{},{},{},'{}',{},{})",
+                    "({},{},{},{},'{}',",
                     f.id,
                     p.check_id,
                     f.n,
                     p.at,
-                    f.kind.as_str(),
-                    opt_int(p.exit_status.map(i64::from)),
-                    opt_int(p.items.map(clamp_items)),
-                    opt_text(p.rid.map(|r| r.to_string()).as_deref()),
-                    text(&p.method),
-                    opt_text(p.remote_addr.as_deref()),
-                    opt_text(p.user_agent.as_deref()),
-                    p.scheme,
-                    blob(&p.body),
-                    opt_int(f.duration_ms),
+                    f.kind.as_str()
                 );
+                ping_facts(&mut sql, p);
+                let _ = write!(sql, ",{})", opt_int(f.duration_ms));
             }
             sql.push_str(";\n");
             write_summaries(&mut sql, &checks)?;
@@ -850,6 +831,23 @@ fn write_runs(sql: &mut String, runs: &[(i64, RunChange)]) {
             }
         }
     }
+}
+
+/// The columns `exit_status, items, rid, method, remote_addr, user_agent,
+/// scheme, body` of a ping, as SQL literals; the inbox and the log share them.
+fn ping_facts(sql: &mut String, p: &NewPing) {
+    let _ = write!(
+        sql,
+        "{},{},{},{},{},{},'{}',{}",
+        opt_int(p.exit_status.map(i64::from)),
+        opt_int(p.items.map(clamp_items)),
+        opt_text(p.rid.map(|r| r.to_string()).as_deref()),
+        text(&p.method),
+        opt_text(p.remote_addr.as_deref()),
+        opt_text(p.user_agent.as_deref()),
+        p.scheme,
+        blob(&p.body),
+    );
 }
 
 fn opt_int(v: Option<i64>) -> String {
