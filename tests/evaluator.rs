@@ -398,10 +398,11 @@ both_backends!(
             after_restart <= rest + Duration::from_secs(3),
             "{after_restart:?} vs {rest:?}"
         );
-        let flips = get(
-            &http,
-            &format!("{}/api/v1/checks/{uuid}/flips", server.base),
-        )
+        // The API evaluates live; the evaluator records the flip a moment later.
+        let flips_url = format!("{}/api/v1/checks/{uuid}/flips", server.base);
+        let flips = wait_for(&http, &flips_url, Duration::from_secs(5), |f| {
+            transitions(f).len() >= 3
+        })
         .await;
         assert_eq!(transitions(&flips), vec!["new>up", "up>late", "late>down"]);
         server.kill9();
