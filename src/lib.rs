@@ -11,4 +11,5 @@ pub mod evaluator;
 pub mod explain;
 pub mod http;
 pub mod ingest;
+pub mod notify;
 pub mod store;

@@ -1,0 +1,4 @@
+//! Status changes become alerts; alerts are routed, grouped, enqueued once
+//! and delivered with retries (SPEC §6).
+
+pub mod message;
