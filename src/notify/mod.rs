@@ -2,3 +2,7 @@
 //! and delivered with retries (SPEC §6).
 
 pub mod message;
+pub mod matcher;
+pub mod receiver;
+pub mod route;
+pub mod time_interval;

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+pub mod sinks;
+
 use overdue::config::Config;
 use serde_json::Value;
 use tokio::net::TcpListener;

@@ -1,0 +1,1 @@
+//! Receivers: where notifications go (email, webhook, slack, alertmanager).
