@@ -1,0 +1,574 @@
+//! Real receivers for notifications: an HTTP server that records what it gets
+//! and answers from a script, an SMTP server (aiosmtpd, in a child process),
+//! and a real Alertmanager.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+use tokio::task::JoinHandle;
+
+/// How often the `wait_for` helpers look again.
+const POLL: Duration = Duration::from_millis(10);
+
+// ---------------------------------------------------------------------------
+// Webhooks
+
+/// What [`WebhookSink`] answers to the next request.
+#[derive(Debug, Clone)]
+pub enum Behaviour {
+    /// This status, with the body `sink answered <status>`.
+    Status(u16),
+    /// This status and these headers.
+    StatusWithHeaders(u16, Vec<(String, String)>),
+    /// Never answers (the connection stays open until the client gives up).
+    Hang,
+}
+
+/// One request as [`WebhookSink`] received it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+    pub received: Instant,
+}
+
+impl Request {
+    /// A header's value as text, if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body as JSON; panics with the body when it is not.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.text()))
+    }
+}
+
+#[derive(Default)]
+struct WebhookState {
+    requests: Mutex<Vec<Request>>,
+    script: Mutex<VecDeque<Behaviour>>,
+}
+
+/// An in-process HTTP server on 127.0.0.1:0 that records every request (any
+/// method, any path) and answers from a script, then 200.
+pub struct WebhookSink {
+    addr: SocketAddr,
+    state: Arc<WebhookState>,
+    task: JoinHandle<()>,
+}
+
+impl WebhookSink {
+    pub async fn start() -> WebhookSink {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind webhook sink");
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(WebhookState::default());
+        let app = axum::Router::new()
+            .fallback(record)
+            .with_state(Arc::clone(&state));
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .await
+                .expect("webhook sink serves");
+        });
+        WebhookSink { addr, state, task }
+    }
+
+    /// `http://127.0.0.1:<port><path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Queues the answer to a coming request (first in, first used).
+    pub fn push(&self, behaviour: Behaviour) {
+        self.state.script.lock().unwrap().push_back(behaviour);
+    }
+
+    /// Everything received so far.
+    pub fn requests(&self) -> Vec<Request> {
+        self.state.requests.lock().unwrap().clone()
+    }
+
+    /// Waits until at least `n` requests arrived; panics after `timeout`
+    /// listing what did arrive.
+    pub async fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Request> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let got = self.requests();
+            if got.len() >= n {
+                return got;
+            }
+            if Instant::now() >= deadline {
+                let listed: Vec<String> = got
+                    .iter()
+                    .map(|r| {
+                        let text = r.text();
+                        let cut: String = text.chars().take(200).collect();
+                        format!("  {} {} {cut}", r.method, r.path)
+                    })
+                    .collect();
+                panic!(
+                    "webhook sink: expected {n} request(s) within {timeout:?}, got {}:\n{}",
+                    got.len(),
+                    listed.join("\n")
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+impl Drop for WebhookSink {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn record(State(state): State<Arc<WebhookState>>, req: axum::extract::Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map(|b| b.to_vec())
+        .unwrap_or_default();
+    state.requests.lock().unwrap().push(Request {
+        method: parts.method.to_string(),
+        path: parts
+            .uri
+            .path_and_query()
+            .map(|p| p.to_string())
+            .unwrap_or_default(),
+        headers: parts.headers,
+        body,
+        received: Instant::now(),
+    });
+    let behaviour = state.script.lock().unwrap().pop_front();
+    let (status, headers) = match behaviour {
+        None => (200, Vec::new()),
+        Some(Behaviour::Status(s)) => (s, Vec::new()),
+        Some(Behaviour::StatusWithHeaders(s, h)) => (s, h),
+        Some(Behaviour::Hang) => std::future::pending().await,
+    };
+    let mut response = Response::new(Body::from(format!("sink answered {status}")));
+    *response.status_mut() = StatusCode::from_u16(status).expect("valid status");
+    for (k, v) in headers {
+        response.headers_mut().insert(
+            HeaderName::from_bytes(k.as_bytes()).expect("header name"),
+            HeaderValue::from_str(&v).expect("header value"),
+        );
+    }
+    response
+}
+
+// ---------------------------------------------------------------------------
+// SMTP
+
+/// The Python with aiosmtpd (Debian's python3-aiosmtpd).
+pub const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
+/// How the SMTP sink secures connections.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SmtpTls {
+    #[default]
+    None,
+    /// STARTTLS offered and required before MAIL.
+    StartTls,
+    /// TLS from the first byte (SMTPS).
+    Implicit,
+}
+
+/// How [`SmtpSink`] behaves.
+#[derive(Debug, Clone, Default)]
+pub struct SmtpOptions {
+    pub tls: SmtpTls,
+    /// Required AUTH user and password.
+    pub auth: Option<(String, String)>,
+    /// Answer the DATA of the next `.1` messages with SMTP code `.0` (e.g. 451, 550).
+    pub fail: Option<(u16, usize)>,
+}
+
+/// One message the SMTP sink accepted, parsed by Python's email module.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SmtpMessage {
+    pub mail_from: String,
+    pub rcpt_tos: Vec<String>,
+    /// The message as sent.
+    pub data: String,
+    /// Decoded header values by lower-case name.
+    pub headers: BTreeMap<String, Vec<String>>,
+    pub subject: Option<String>,
+    /// The text/plain part, decoded.
+    pub text: Option<String>,
+    /// The text/html part, decoded.
+    pub html: Option<String>,
+    /// Whether the session was encrypted (STARTTLS or implicit TLS).
+    pub tls: bool,
+    /// The user that authenticated, if any.
+    pub auth_user: Option<String>,
+}
+
+impl SmtpMessage {
+    /// The first value of a header (case-insensitive name).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .and_then(|v| v.first())
+            .map(String::as_str)
+    }
+}
+
+/// A real SMTP server (aiosmtpd) in a child process on a port it picks.
+pub struct SmtpSink {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+    ca_file: Option<PathBuf>,
+}
+
+/// Whether the system Python can run the sink; when it cannot, fails under
+/// `CI` and otherwise prints why the test is skipped.
+pub fn smtp_sink_available(test: &str) -> bool {
+    let ok = Command::new(SYSTEM_PYTHON)
+        .args(["-c", "import aiosmtpd"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but {SYSTEM_PYTHON} cannot import aiosmtpd (install python3-aiosmtpd)"
+        );
+        eprintln!("skipping {test}: {SYSTEM_PYTHON} cannot import aiosmtpd");
+    }
+    ok
+}
+
+impl SmtpSink {
+    /// Starts the sink, or returns `None` (after printing why) when aiosmtpd
+    /// is not installed and `CI` is not set.
+    pub fn start(options: SmtpOptions) -> Option<SmtpSink> {
+        if !smtp_sink_available("SMTP test") {
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let messages = dir.path().join("messages");
+        std::fs::create_dir(&messages).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/smtp_sink.py");
+        let mut cmd = Command::new(SYSTEM_PYTHON);
+        cmd.arg(script).arg("--dir").arg(&messages);
+        let mut ca_file = None;
+        if options.tls != SmtpTls::None {
+            let certs = TestCerts::write(dir.path());
+            cmd.args([
+                "--tls",
+                if options.tls == SmtpTls::StartTls {
+                    "starttls"
+                } else {
+                    "tls"
+                },
+            ]);
+            cmd.arg("--cert")
+                .arg(&certs.cert)
+                .arg("--key")
+                .arg(&certs.key);
+            ca_file = Some(certs.ca);
+        }
+        if let Some((user, password)) = &options.auth {
+            cmd.args(["--user", user, "--password", password]);
+        }
+        if let Some((code, count)) = options.fail {
+            cmd.args(["--fail-code", &code.to_string()]);
+            cmd.args(["--fail-count", &count.to_string()]);
+        }
+        let stderr_path = dir.path().join("stderr.log");
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn the SMTP sink");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(port) = line.strip_prefix("PORT ") {
+                    let _ = tx.send(port.trim().parse::<u16>().ok());
+                }
+            }
+        });
+        let port = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Some(port)) => port,
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "the SMTP sink did not print its port; its stderr:\n{}",
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                );
+            }
+        };
+        Some(SmtpSink {
+            child,
+            port,
+            dir,
+            ca_file,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The PEM file of the CA that signed the sink's certificate (TLS modes).
+    pub fn ca_file(&self) -> &Path {
+        self.ca_file
+            .as_deref()
+            .expect("the sink was started without TLS")
+    }
+
+    /// The messages accepted so far, in arrival order.
+    pub fn messages(&self) -> Vec<SmtpMessage> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.dir.path().join("messages"))
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .map(|p| {
+                let text = std::fs::read_to_string(p).unwrap();
+                serde_json::from_str(&text)
+                    .unwrap_or_else(|e| panic!("{}: {e}: {text}", p.display()))
+            })
+            .collect()
+    }
+
+    /// Waits until at least `n` messages arrived; panics after `timeout` with
+    /// what did arrive and the sink's stderr.
+    pub async fn wait_for(&self, n: usize, timeout: Duration) -> Vec<SmtpMessage> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let got = self.messages();
+            if got.len() >= n {
+                return got;
+            }
+            if Instant::now() >= deadline {
+                let subjects: Vec<String> = got
+                    .iter()
+                    .map(|m| format!("  {:?} to {:?}", m.subject, m.rcpt_tos))
+                    .collect();
+                panic!(
+                    "SMTP sink: expected {n} message(s) within {timeout:?}, got {}:\n{}\nstderr:\n{}",
+                    got.len(),
+                    subjects.join("\n"),
+                    self.stderr()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// What the sink logged.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for SmtpSink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A private CA and a server certificate it signed for 127.0.0.1 and
+/// localhost, as PEM files.
+pub struct TestCerts {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl TestCerts {
+    pub fn write(dir: &Path) -> TestCerts {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "overdue test CA");
+        let ca_key = KeyPair::generate().unwrap();
+        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+        let mut params =
+            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "overdue test server");
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &ca_cert, &ca_key).unwrap();
+        let certs = TestCerts {
+            ca: dir.join("ca.pem"),
+            cert: dir.join("server.pem"),
+            key: dir.join("server.key"),
+        };
+        std::fs::write(&certs.ca, ca_cert.pem()).unwrap();
+        std::fs::write(&certs.cert, cert.pem()).unwrap();
+        std::fs::write(&certs.key, key.serialize_pem()).unwrap();
+        certs
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Alertmanager
+
+/// A real Alertmanager on a loopback port it picks (read from its log).
+pub struct Alertmanager {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    log: Arc<Mutex<Vec<String>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Alertmanager {
+    /// The Alertmanager binary: Debian's, else `alertmanager` on PATH.
+    pub fn binary() -> Option<PathBuf> {
+        let debian = PathBuf::from("/usr/bin/prometheus-alertmanager");
+        if debian.is_file() {
+            return Some(debian);
+        }
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join("alertmanager"))
+                .find(|p| p.is_file())
+        })
+    }
+
+    /// Starts it and waits for `/-/ready`; `None` (after printing why) when
+    /// no binary is installed.
+    pub async fn start() -> Option<Alertmanager> {
+        let Some(binary) = Self::binary() else {
+            eprintln!(
+                "skipping Alertmanager test: no prometheus-alertmanager or alertmanager binary"
+            );
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("alertmanager.yml");
+        std::fs::write(
+            &config,
+            "route:\n  receiver: blackhole\nreceivers:\n  - name: blackhole\n",
+        )
+        .unwrap();
+        let mut child = Command::new(binary)
+            .arg("--web.listen-address=127.0.0.1:0")
+            .arg("--cluster.listen-address=")
+            .arg(format!(
+                "--storage.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--config.file={}", config.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn alertmanager");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log_writer = Arc::clone(&log);
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if !sent && line.contains("msg=\"Listening on\"") {
+                    if let Some(addr) = line.split("address=").nth(1) {
+                        let _ = tx.send(addr.split_whitespace().next().unwrap_or("").to_string());
+                        sent = true;
+                    }
+                }
+                // Keep draining so the child never blocks on a full pipe.
+                log_writer.lock().unwrap().push(line);
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(addr) => addr,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "alertmanager did not log its address:\n{}",
+                    log.lock().unwrap().join("\n")
+                );
+            }
+        };
+        let am = Alertmanager {
+            child,
+            base: format!("http://{addr}"),
+            log,
+            _dir: dir,
+        };
+        am.wait_ready().await;
+        Some(am)
+    }
+
+    /// The port is bound already; this waits for Alertmanager to load its
+    /// configuration and state.
+    async fn wait_ready(&self) {
+        let client = super::client();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(r) = client.get(format!("{}/-/ready", self.base)).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("alertmanager did not become ready:\n{}", self.log());
+    }
+
+    /// `GET /api/v2/alerts` with this query (e.g. `active=true`).
+    pub async fn alerts(&self, query: &str) -> Vec<serde_json::Value> {
+        let r = super::client()
+            .get(format!("{}/api/v2/alerts?{query}", self.base))
+            .send()
+            .await
+            .expect("GET /api/v2/alerts");
+        assert_eq!(r.status(), 200, "GET /api/v2/alerts");
+        r.json().await.expect("alerts JSON")
+    }
+
+    /// What Alertmanager logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Alertmanager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
