@@ -903,3 +903,5 @@ fn unzip5<A, B, C, D, E>(items: impl Iterator<Item = (A, B, C, D, E)>) -> Column
     }
     c
 }
+
+super::notify::impl_notify_store!(PgStore);

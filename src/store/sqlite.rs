@@ -894,3 +894,5 @@ mod tests {
         assert_eq!(opt_text(None), "NULL");
     }
 }
+
+super::notify::impl_notify_store!(SqliteStore);
