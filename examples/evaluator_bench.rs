@@ -270,7 +270,7 @@ fn hours_variants(now: i64, h: i64) -> anyhow::Result<Vec<HoursVariant>> {
             let hours = ActiveHours::new(parsed, parse_tz(tz)?);
             let stable = hours
                 .next_change(instant(now))
-                .map_or(true, |c| c.timestamp_millis() > h + 10 * MINUTE);
+                .is_none_or(|c| c.timestamp_millis() > h + 10 * MINUTE);
             if stable {
                 out.push(HoursVariant {
                     json: json.to_string(),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -13,6 +14,10 @@ use crate::config::Config;
 use crate::evaluator::{Evaluator, Observed};
 use crate::http::{router, AppState};
 use crate::ingest::Ingest;
+use crate::notify::deliver::Deliverer;
+use crate::notify::dispatch::{DispatchHandle, Dispatcher};
+use crate::notify::receiver::{http_client, SendContext};
+use crate::store::Store;
 
 /// Serves on `listener` until `shutdown` fires, then stops accepting, lets
 /// in-flight requests finish, commits queued pings, and returns.
@@ -51,7 +56,11 @@ pub async fn run(
         workers_stop.clone(),
     ));
 
-    let (evaluator, evaluator_handle) = Evaluator::new(store.clone(), observed.clone());
+    let (mut evaluator, evaluator_handle) = Evaluator::new(store.clone(), observed.clone());
+    let dispatch = start_notifications(&config, &store, &tracker, &workers_stop);
+    if let Some(d) = &dispatch {
+        evaluator.set_dispatch(d.clone());
+    }
     tracker.spawn(evaluator.run(workers_stop.clone()));
 
     let ingest = Ingest::start(
@@ -69,6 +78,7 @@ pub async fn run(
         config: config.clone(),
         evaluator: evaluator_handle,
         observed,
+        dispatch: dispatch.unwrap_or_else(DispatchHandle::disconnected),
     };
     let app = router(state);
     let addr = listener.local_addr().context("listener has no address")?;
@@ -95,6 +105,40 @@ pub async fn run(
     }
     tracing::info!("overdue stopped");
     Ok(())
+}
+
+/// Starts the dispatcher and the deliverer when receivers are configured.
+fn start_notifications(
+    config: &Arc<Config>,
+    store: &Arc<dyn Store>,
+    tracker: &TaskTracker,
+    stop: &CancellationToken,
+) -> Option<DispatchHandle> {
+    let notify = Arc::new(config.notify.clone());
+    if !notify.enabled() {
+        tracing::info!("no receivers are configured: status changes are recorded but not notified");
+        return None;
+    }
+    let wake = Arc::new(Notify::new());
+    let (dispatcher, handle) = Dispatcher::new(
+        store.clone(),
+        notify.clone(),
+        config.base_url.clone(),
+        wake.clone(),
+    );
+    let deliverer = Deliverer::new(
+        store.clone(),
+        notify.clone(),
+        Arc::new(SendContext {
+            http: http_client(),
+        }),
+        config.base_url.clone(),
+        wake,
+    );
+    tracker.spawn(dispatcher.run(stop.clone()));
+    tracker.spawn(deliverer.run(stop.clone()));
+    tracing::info!(receivers = notify.receivers.len(), "notifications enabled");
+    Some(handle)
 }
 
 fn warn_about(config: &Config) {

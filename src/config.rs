@@ -4,6 +4,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use figment::providers::{Env, Format, Toml};
@@ -14,6 +15,12 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::domain::check::{CheckInput, CheckSpec};
+use crate::notify::deliver::DeliverySettings;
+use crate::notify::receiver::{Receiver, ReceiverInput};
+use crate::notify::route::{RouteDefaults, RouteInput, RouteTree};
+use crate::notify::silence::{Silence, SilenceInput, SilenceSource};
+use crate::notify::time_interval::{NamedTimeInterval, TimeIntervalInput};
+use crate::notify::NotifyConfig;
 
 /// The documented defaults, compiled into the binary.
 pub const DEFAULT_CONFIG: &str = include_str!("config.default.toml");
@@ -98,6 +105,8 @@ pub struct Config {
     pub ping_batch_max: usize,
     pub api_keys: Vec<ApiKey>,
     pub checks: Vec<CheckSpec>,
+    /// Receivers, routes, silences and delivery settings.
+    pub notify: NotifyConfig,
     /// Sections of SPEC §11 that are accepted but not acted on yet.
     pub reserved_sections: Vec<String>,
 }
@@ -138,20 +147,17 @@ const KNOWN_KEYS: &[&str] = &[
     "ping_batch_max",
     "api_keys",
     "checks",
+    "receivers",
+    "route",
+    "time_intervals",
+    "silences",
+    "fallback_receiver",
+    "notifications",
 ];
 
 /// Sections from SPEC §11 that later releases act on; accepted so that one
 /// config file can serve every version, and reported at start-up.
-const RESERVED_KEYS: &[&str] = &[
-    "receivers",
-    "route",
-    "silences",
-    "metrics",
-    "rate_limit",
-    "webhooks",
-    "dashboard",
-    "fallback_receiver",
-];
+const RESERVED_KEYS: &[&str] = &["metrics", "rate_limit", "webhooks", "dashboard"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -308,6 +314,7 @@ impl Config {
             }
             out
         });
+        let notify = notify_config(&mut f);
         if let (Some(h), Some(l)) = (heartbeat_period, lease_ttl) {
             if l < h * 2 {
                 errors.push(format!(
@@ -340,6 +347,7 @@ impl Config {
             ping_batch_max: ping_batch_max.ok_or_else(missing)?,
             api_keys: api_keys.ok_or_else(missing)?,
             checks: checks.ok_or_else(missing)?,
+            notify: notify.ok_or_else(missing)?,
             reserved_sections,
         })
     }
@@ -353,6 +361,213 @@ impl Config {
 /// True for `postgres://` and `postgresql://` URLs.
 pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// `[notifications]`: delivery settings.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NotificationsInput {
+    max_attempts: u32,
+    retry_base: String,
+    retry_max: String,
+    concurrency: usize,
+    per_receiver: usize,
+    sweep_interval: String,
+    dead_letter_retry_for: String,
+}
+
+/// Reads receivers, time intervals, the route tree, silences, the fallback
+/// receiver and delivery settings; `None` when any of them is wrong (the
+/// problems are recorded).
+fn notify_config(f: &mut Fields<'_>) -> Option<NotifyConfig> {
+    let mut ok = true;
+    let inputs: Option<Vec<Option<ReceiverInput>>> = f.list("receivers");
+    let mut receivers = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    match inputs {
+        Some(inputs) => {
+            for (i, input) in inputs.into_iter().enumerate() {
+                let Some(input) = input else {
+                    ok = false;
+                    continue;
+                };
+                match Receiver::from_input(input) {
+                    Ok(r) => {
+                        if names.contains(&r.name) {
+                            f.errors.push(format!(
+                                "receivers[{i}].name: {:?} is declared twice",
+                                r.name
+                            ));
+                            ok = false;
+                        }
+                        names.push(r.name.clone());
+                        receivers.push(Arc::new(r));
+                    }
+                    Err(errs) => {
+                        ok = false;
+                        for e in errs {
+                            f.errors.push(format!("receivers[{i}].{e}"));
+                        }
+                    }
+                }
+            }
+        }
+        None => ok = false,
+    }
+    let inputs: Option<Vec<Option<TimeIntervalInput>>> = f.list("time_intervals");
+    let mut time_intervals: Vec<NamedTimeInterval> = Vec::new();
+    match inputs {
+        Some(inputs) => {
+            for (i, input) in inputs.into_iter().enumerate() {
+                let Some(input) = input else {
+                    ok = false;
+                    continue;
+                };
+                match NamedTimeInterval::from_input(input) {
+                    Ok(t) => {
+                        if time_intervals.iter().any(|x| x.name == t.name) {
+                            f.errors.push(format!(
+                                "time_intervals[{i}].name: {:?} is declared twice",
+                                t.name
+                            ));
+                            ok = false;
+                        }
+                        time_intervals.push(t);
+                    }
+                    Err(errs) => {
+                        ok = false;
+                        for e in errs {
+                            f.errors.push(format!("time_intervals[{i}].{e}"));
+                        }
+                    }
+                }
+            }
+        }
+        None => ok = false,
+    }
+    let route_input: Option<Option<RouteInput>> = f.optional("route");
+    let receiver_names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let interval_names: Vec<&str> = time_intervals.iter().map(|t| t.name.as_str()).collect();
+    let route = match route_input {
+        None => {
+            ok = false;
+            None
+        }
+        Some(Some(input)) => {
+            match RouteTree::from_input(
+                &input,
+                &receiver_names,
+                &interval_names,
+                RouteDefaults::default(),
+            ) {
+                Ok(tree) => Some(tree),
+                Err(errs) => {
+                    ok = false;
+                    f.errors.extend(errs);
+                    None
+                }
+            }
+        }
+        Some(None) if !names.is_empty() => {
+            f.errors.push(
+                "route: required when receivers are configured ([route] receiver = \"…\" names where alerts go)"
+                    .to_string(),
+            );
+            ok = false;
+            None
+        }
+        Some(None) => None,
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    let inputs: Option<Vec<Option<SilenceInput>>> = f.list("silences");
+    let mut silences = Vec::new();
+    match inputs {
+        Some(inputs) => {
+            for (i, input) in inputs.into_iter().enumerate() {
+                let Some(input) = input else {
+                    ok = false;
+                    continue;
+                };
+                let id = input.id.clone().unwrap_or_else(|| format!("config-{i}"));
+                match Silence::from_input(input, id, SilenceSource::Config, now) {
+                    Ok(s) => silences.push(s),
+                    Err(errs) => {
+                        ok = false;
+                        for e in errs {
+                            f.errors.push(format!("silences[{i}].{e}"));
+                        }
+                    }
+                }
+            }
+        }
+        None => ok = false,
+    }
+    let fallback: Option<Option<String>> = f.optional("fallback_receiver");
+    let fallback_receiver = match fallback {
+        None => {
+            ok = false;
+            None
+        }
+        Some(Some(name)) if !names.contains(&name) => {
+            f.errors.push(format!(
+                "fallback_receiver: {name:?} is not a configured receiver"
+            ));
+            ok = false;
+            None
+        }
+        Some(name) => name,
+    };
+    let input: Option<NotificationsInput> = f.get("notifications");
+    let delivery = input.and_then(|n| {
+        let retry_base = f.duration_value("notifications.retry_base", &n.retry_base);
+        let retry_max = f.duration_value("notifications.retry_max", &n.retry_max);
+        let sweep_interval = f.duration_value("notifications.sweep_interval", &n.sweep_interval);
+        let retry_for = f.duration_value(
+            "notifications.dead_letter_retry_for",
+            &n.dead_letter_retry_for,
+        );
+        let mut valid = true;
+        for (key, v) in [
+            ("max_attempts", n.max_attempts as usize),
+            ("concurrency", n.concurrency),
+            ("per_receiver", n.per_receiver),
+        ] {
+            if v == 0 {
+                f.errors
+                    .push(format!("notifications.{key}: must be at least 1"));
+                valid = false;
+            }
+        }
+        if sweep_interval == Some(Duration::ZERO) {
+            f.errors
+                .push("notifications.sweep_interval: must be longer than 0s".to_string());
+            valid = false;
+        }
+        Some(DeliverySettings {
+            max_attempts: n.max_attempts,
+            retry_base: retry_base?,
+            retry_max: retry_max?,
+            concurrency: n.concurrency,
+            per_receiver: n.per_receiver,
+            sweep_interval: sweep_interval?,
+            dead_letter_retry_for: retry_for?,
+        })
+        .filter(|_| valid)
+    });
+    if delivery.is_none() {
+        ok = false;
+    }
+    if !ok {
+        return None;
+    }
+    Some(NotifyConfig {
+        receivers,
+        route,
+        time_intervals,
+        silences,
+        fallback_receiver,
+        delivery: delivery?,
+    })
 }
 
 struct Fields<'a> {
@@ -411,6 +626,11 @@ impl Fields<'_> {
                 None
             }
         }
+    }
+
+    fn duration_value(&mut self, key: &str, value: &str) -> Option<Duration> {
+        let r = parse_duration(value);
+        self.check(key, r)
     }
 
     fn duration(&mut self, key: &str) -> Option<Duration> {

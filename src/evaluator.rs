@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::evaluate::{evaluate, instant, Rules, RulesCache, Span};
 use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::Status;
+use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::store::{EvalCheck, Store, StoredStatus, Touched, Transition};
 
 /// How long to wait before retrying a check whose change could not be recorded.
@@ -131,6 +132,9 @@ pub struct Evaluator {
     heap: BinaryHeap<Reverse<(UnixMs, i64, u32)>>,
     rx: mpsc::UnboundedReceiver<Notice>,
     cache: RulesCache,
+    /// Told about incidents that opened or closed and failing checks whose
+    /// quiet flag changed.
+    dispatch: Option<DispatchHandle>,
 }
 
 impl Evaluator {
@@ -145,9 +149,15 @@ impl Evaluator {
                 heap: BinaryHeap::new(),
                 rx,
                 cache: RulesCache::default(),
+                dispatch: None,
             },
             EvaluatorHandle { tx },
         )
+    }
+
+    /// Sends alert-relevant changes to the dispatcher from now on.
+    pub fn set_dispatch(&mut self, dispatch: DispatchHandle) {
+        self.dispatch = Some(dispatch);
     }
 
     /// Loads every check and schedules each for an immediate evaluation.
@@ -291,6 +301,21 @@ impl Evaluator {
         let batch: Vec<Transition> = pending.iter().map(|(t, _)| t.clone()).collect();
         match self.store.record_transitions(&batch).await {
             Ok(()) => {
+                if let Some(d) = &self.dispatch {
+                    let ids: Vec<i64> = pending
+                        .iter()
+                        .map(|(t, _)| t)
+                        .filter(|t| {
+                            let was = t.from.is_some_and(|f| f.status.is_failing());
+                            let is = t.to.status.is_failing();
+                            was != is || (is && t.flip) || (is && t.quiet_event.is_some())
+                        })
+                        .map(|t| t.check_id)
+                        .collect();
+                    if !ids.is_empty() {
+                        d.notify(DispatchNotice::Checks(ids));
+                    }
+                }
                 for (t, next) in pending.drain(..) {
                     // A first evaluation (new → up for every check on a fresh
                     // start) is routine; changes after it are worth a line.

@@ -282,7 +282,7 @@ fn shortest_spell(windows: &[Window]) -> Option<(usize, usize)> {
             len += 1;
             i += 1;
         }
-        if best.map_or(true, |(_, shortest)| len < shortest) {
+        if best.is_none_or(|(_, shortest)| len < shortest) {
             best = Some((at, len));
         }
     }

@@ -146,3 +146,93 @@ fn log_format_flag_gives_json_logs() {
     let v: serde_json::Value = serde_json::from_str(line).unwrap();
     assert_eq!(v["fields"]["message"], "migrations applied");
 }
+
+#[test]
+fn bad_alerting_config_is_refused_at_start_up_naming_each_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("alerts.toml");
+    std::fs::write(
+        &path,
+        r#"
+fallback_receiver = "nobody"
+
+[[receivers]]
+name = "hook"
+type = "webhook"
+url = "http://127.0.0.1:9000/hook"
+body_template = "{{ unclosed"
+
+[[receivers]]
+name = "hook"
+type = "webhook"
+url = "ftp://example.com/"
+
+[[receivers]]
+name = "pager"
+type = "carrier-pigeon"
+
+[[time_intervals]]
+name = "nights"
+time_intervals = [ { weekdays = ["funday"] } ]
+
+[[silences]]
+matchers = ['team=~"("']
+duration = "1h"
+
+[route]
+receiver = "missing"
+routes = [ { matchers = ['team="data"'], receiver = "hook", mute_time_intervals = ["weekends"] } ]
+
+[notifications]
+max_attempts = 0
+retry_base = "soon"
+"#,
+    )
+    .unwrap();
+    let out = overdue()
+        .arg("--config")
+        .arg(&path)
+        .arg("serve")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    for key in [
+        "receivers[0].body_template:",
+        "receivers[1].url:",
+        "receivers[2]",
+        "time_intervals[0].time_intervals[0].weekdays[0]:",
+        "silences[0].matchers[0]:",
+        "route.receiver:",
+        "route.routes[0].mute_time_intervals[0]:",
+        "fallback_receiver:",
+        "notifications.max_attempts:",
+        "notifications.retry_base:",
+    ] {
+        assert!(err.contains(key), "{key} missing from:\n{err}");
+    }
+}
+
+#[test]
+fn receivers_without_a_route_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("alerts.toml");
+    std::fs::write(
+        &path,
+        "[[receivers]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"http://127.0.0.1:9/\"\n",
+    )
+    .unwrap();
+    let out = overdue()
+        .args(["--config"])
+        .arg(&path)
+        .args(["config", "check"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("route: required when receivers are configured"),
+        "{err}"
+    );
+}

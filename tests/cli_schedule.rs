@@ -166,6 +166,10 @@ listen = "127.0.0.1:0"
 name = "oncall-mail"
 type = "email"
 to = ["oncall@example.com"]
+smtp = { host = "127.0.0.1", port = 2525, tls = "none", from = "overdue@example.com" }
+
+[route]
+receiver = "oncall-mail"
 
 [[checks]]
 slug = "hot-topics-bilibili"

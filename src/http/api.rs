@@ -455,7 +455,7 @@ async fn find(state: &AppState, uuid: &str) -> Result<Check, AppError> {
 }
 
 /// Parses a JSON body, naming the field at fault on a type error.
-fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, AppError> {
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, AppError> {
     let de = &mut serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();

@@ -10,8 +10,10 @@ use axum::Router;
 use crate::config::Config;
 use crate::evaluator::{EvaluatorHandle, Observed};
 use crate::ingest::Ingest;
+use crate::notify::dispatch::DispatchHandle;
 use crate::store::Store;
 
+pub mod alerting;
 pub mod api;
 pub mod auth;
 pub mod error;
@@ -25,6 +27,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub evaluator: EvaluatorHandle,
     pub observed: Arc<Observed>,
+    /// Tells the alert dispatcher that silences changed.
+    pub dispatch: DispatchHandle,
 }
 
 /// The whole HTTP surface.
@@ -33,7 +37,7 @@ pub fn router(state: AppState) -> Router {
         .route("/ping/{*path}", any(ping::ping))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .nest("/api/v1", api::router())
+        .nest("/api/v1", api::router().merge(alerting::router()))
         .with_state(state)
 }
 

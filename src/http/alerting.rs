@@ -1,0 +1,360 @@
+//! The alerting part of `/api/v1`: notifications with their attempts,
+//! silences (CRUD), receivers and the routing tree (read).
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::api::{parse_json, rfc3339};
+use super::auth::{ReadAccess, WriteAccess};
+use super::error::AppError;
+use super::AppState;
+use crate::domain::check::FieldError;
+use crate::notify::dispatch::DispatchNotice;
+use crate::notify::route::GroupBy;
+use crate::notify::silence::{Silence, SilenceInput, SilenceSource};
+use crate::store::notify::{AttemptRecord, NotificationFilter, NotificationRecord, SilenceRecord};
+
+/// The alerting routes, nested under `/api/v1`.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/notifications", get(list_notifications))
+        .route("/notifications/{id}", get(get_notification))
+        .route("/silences", get(list_silences).post(create_silence))
+        .route(
+            "/silences/{id}",
+            get(get_silence).put(replace_silence).delete(delete_silence),
+        )
+        .route("/receivers", get(list_receivers))
+        .route("/routes", get(get_routes))
+}
+
+#[derive(Debug, Serialize)]
+struct AttemptView {
+    at: String,
+    outcome: String,
+    latency_ms: i64,
+    error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct NotificationView {
+    id: String,
+    kind: String,
+    group_key: String,
+    receiver: String,
+    seq: i64,
+    state: String,
+    created_at: String,
+    attempts: i64,
+    next_attempt_at: Option<String>,
+    last_error: Option<String>,
+    delivered_at: Option<String>,
+    reported_at: Option<String>,
+    /// The notification as sent (Alertmanager's webhook format).
+    payload: Value,
+    attempt_log: Vec<AttemptView>,
+}
+
+fn notification_view(n: NotificationRecord, attempts: &[AttemptRecord]) -> NotificationView {
+    NotificationView {
+        attempt_log: attempts
+            .iter()
+            .filter(|a| a.notification_id == n.id)
+            .map(|a| AttemptView {
+                at: rfc3339(a.at),
+                outcome: a.outcome.clone(),
+                latency_ms: a.latency_ms,
+                error: a.error.clone(),
+            })
+            .collect(),
+        payload: serde_json::from_str(&n.payload).unwrap_or(Value::Null),
+        created_at: rfc3339(n.created_at),
+        next_attempt_at: n.next_attempt_at.map(rfc3339),
+        delivered_at: n.delivered_at.map(rfc3339),
+        reported_at: n.reported_at.map(rfc3339),
+        id: n.id,
+        kind: n.kind,
+        group_key: n.group_key,
+        receiver: n.receiver,
+        seq: n.seq,
+        state: n.state,
+        attempts: n.attempts,
+        last_error: n.last_error,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NotificationQuery {
+    state: Option<String>,
+    receiver: Option<String>,
+    limit: Option<u32>,
+}
+
+const STATES: &[&str] = &["pending", "delivered", "dead", "obsolete"];
+
+async fn list_notifications(
+    State(state): State<AppState>,
+    _: ReadAccess,
+    Query(q): Query<NotificationQuery>,
+) -> Result<Json<Value>, AppError> {
+    if let Some(s) = &q.state {
+        if !STATES.contains(&s.as_str()) {
+            return Err(AppError::BadRequest(format!(
+                "state: {s:?} is not one of {}",
+                STATES.join(", ")
+            )));
+        }
+    }
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(AppError::BadRequest(
+            "limit: must be between 1 and 1000".to_string(),
+        ));
+    }
+    let list = state
+        .store
+        .list_notifications(&NotificationFilter {
+            state: q.state,
+            receiver: q.receiver,
+            limit,
+        })
+        .await?;
+    let ids: Vec<String> = list.iter().map(|n| n.id.clone()).collect();
+    let attempts = state.store.notification_attempts(&ids).await?;
+    let views: Vec<NotificationView> = list
+        .into_iter()
+        .map(|n| notification_view(n, &attempts))
+        .collect();
+    Ok(Json(serde_json::json!({ "notifications": views })))
+}
+
+async fn get_notification(
+    State(state): State<AppState>,
+    _: ReadAccess,
+    Path(id): Path<String>,
+) -> Result<Json<NotificationView>, AppError> {
+    let Some(n) = state.store.notification(&id).await? else {
+        return Err(AppError::NotFound(format!("no notification {id:?}")));
+    };
+    let attempts = state.store.notification_attempts(&[id]).await?;
+    Ok(Json(notification_view(n, &attempts)))
+}
+
+#[derive(Debug, Serialize)]
+struct SilenceView {
+    id: String,
+    matchers: Vec<String>,
+    starts_at: String,
+    ends_at: String,
+    comment: String,
+    created_by: String,
+    source: &'static str,
+    state: &'static str,
+}
+
+fn silence_view(s: &Silence, now: i64) -> SilenceView {
+    SilenceView {
+        id: s.id.clone(),
+        matchers: s.matchers.iter().map(ToString::to_string).collect(),
+        starts_at: rfc3339(s.starts_at),
+        ends_at: rfc3339(s.ends_at),
+        comment: s.comment.clone(),
+        created_by: s.created_by.clone(),
+        source: s.source.as_str(),
+        state: s.state(now),
+    }
+}
+
+async fn all_silences(state: &AppState, now: i64) -> Result<Vec<Silence>, AppError> {
+    let mut out = state.config.notify.silences.clone();
+    for rec in state.store.list_silences().await? {
+        match crate::notify::silence_from_record(&rec, now) {
+            Ok(s) => out.push(s),
+            Err(e) => tracing::warn!(silence = %rec.id, error = %e, "stored silence is invalid"),
+        }
+    }
+    Ok(out)
+}
+
+async fn list_silences(
+    State(state): State<AppState>,
+    _: ReadAccess,
+) -> Result<Json<Value>, AppError> {
+    let now = Utc::now().timestamp_millis();
+    let views: Vec<SilenceView> = all_silences(&state, now)
+        .await?
+        .iter()
+        .map(|s| silence_view(s, now))
+        .collect();
+    Ok(Json(serde_json::json!({ "silences": views })))
+}
+
+async fn get_silence(
+    State(state): State<AppState>,
+    _: ReadAccess,
+    Path(id): Path<String>,
+) -> Result<Json<SilenceView>, AppError> {
+    let now = Utc::now().timestamp_millis();
+    all_silences(&state, now)
+        .await?
+        .iter()
+        .find(|s| s.id == id)
+        .map(|s| Json(silence_view(s, now)))
+        .ok_or_else(|| AppError::NotFound(format!("no silence {id:?}")))
+}
+
+fn invalid(errors: Vec<String>) -> AppError {
+    AppError::Invalid(
+        errors
+            .into_iter()
+            .map(|e| match e.split_once(": ") {
+                Some((field, message)) => FieldError {
+                    field: field.to_string(),
+                    message: message.to_string(),
+                },
+                None => FieldError {
+                    field: String::new(),
+                    message: e,
+                },
+            })
+            .collect(),
+    )
+}
+
+async fn store_silence(
+    state: &AppState,
+    id: String,
+    body: &[u8],
+    created_at: Option<i64>,
+) -> Result<SilenceView, AppError> {
+    let input: SilenceInput = parse_json(body)?;
+    if input.id.as_ref().is_some_and(|given| given != &id) {
+        return Err(AppError::BadRequest(
+            "id: does not match the silence's URL".to_string(),
+        ));
+    }
+    let now = Utc::now().timestamp_millis();
+    let silence = Silence::from_input(input, id, SilenceSource::Api, now).map_err(invalid)?;
+    let rec = SilenceRecord {
+        id: silence.id.clone(),
+        matchers: serde_json::to_string(
+            &silence
+                .matchers
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or_else(|_| "[]".into()),
+        starts_at: silence.starts_at,
+        ends_at: silence.ends_at,
+        comment: silence.comment.clone(),
+        created_by: silence.created_by.clone(),
+        created_at: created_at.unwrap_or(now),
+        updated_at: now,
+    };
+    state.store.put_silence(&rec).await?;
+    state.dispatch.notify(DispatchNotice::Silences);
+    Ok(silence_view(&silence, now))
+}
+
+async fn create_silence(
+    State(state): State<AppState>,
+    _: WriteAccess,
+    body: Bytes,
+) -> Result<(StatusCode, Json<SilenceView>), AppError> {
+    let id = uuid::Uuid::new_v4().to_string();
+    let view = store_silence(&state, id, &body, None).await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+fn refuse_config(state: &AppState, id: &str) -> Result<(), AppError> {
+    if state.config.notify.silences.iter().any(|s| s.id == id) {
+        return Err(AppError::Conflict(format!(
+            "silence {id:?} is declared in the config file; change it there"
+        )));
+    }
+    Ok(())
+}
+
+async fn replace_silence(
+    State(state): State<AppState>,
+    _: WriteAccess,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<SilenceView>, AppError> {
+    refuse_config(&state, &id)?;
+    let existing = state
+        .store
+        .list_silences()
+        .await?
+        .into_iter()
+        .find(|s| s.id == id)
+        .ok_or_else(|| AppError::NotFound(format!("no silence {id:?}")))?;
+    let view = store_silence(&state, id, &body, Some(existing.created_at)).await?;
+    Ok(Json(view))
+}
+
+async fn delete_silence(
+    State(state): State<AppState>,
+    _: WriteAccess,
+    Path(id): Path<String>,
+) -> Result<StatusCode, AppError> {
+    refuse_config(&state, &id)?;
+    state.store.delete_silence(&id).await.map_err(|e| match e {
+        crate::store::StoreError::NotFound => AppError::NotFound(format!("no silence {id:?}")),
+        other => other.into(),
+    })?;
+    state.dispatch.notify(DispatchNotice::Silences);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_receivers(State(state): State<AppState>, _: ReadAccess) -> Json<Value> {
+    let list: Vec<Value> = state
+        .config
+        .notify
+        .receivers
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "name": r.name,
+                "type": r.kind(),
+                "send_resolved": r.send_resolved,
+                "timeout": humantime::format_duration(r.timeout).to_string(),
+            })
+        })
+        .collect();
+    Json(serde_json::json!({ "receivers": list }))
+}
+
+async fn get_routes(State(state): State<AppState>, _: ReadAccess) -> Json<Value> {
+    let Some(tree) = state.config.notify.route.as_ref() else {
+        return Json(serde_json::json!({ "route": null }));
+    };
+    fn node(tree: &crate::notify::route::RouteTree, id: usize) -> Value {
+        let r = tree.route(id);
+        serde_json::json!({
+            "key": r.key,
+            "receiver": r.receiver,
+            "matchers": r.matchers.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "group_by": match &r.group_by {
+                GroupBy::All => vec!["...".to_string()],
+                GroupBy::Labels(l) => l.clone(),
+            },
+            "group_wait": humantime::format_duration(r.group_wait).to_string(),
+            "group_interval": humantime::format_duration(r.group_interval).to_string(),
+            "repeat_interval": humantime::format_duration(r.repeat_interval).to_string(),
+            "continue": r.continue_matching,
+            "mute_time_intervals": r.mute_time_intervals,
+            "active_time_intervals": r.active_time_intervals,
+            "routes": r.children.iter().map(|c| node(tree, *c)).collect::<Vec<_>>(),
+        })
+    }
+    Json(serde_json::json!({ "route": node(tree, 0) }))
+}

@@ -1,0 +1,628 @@
+//! Delivery: sends enqueued notifications with bounded concurrency (a slow
+//! receiver only ever holds its own slots), retries recoverable failures with
+//! exponential backoff and full jitter, turns exhausted notifications into
+//! dead letters, and sweeps dead letters now and then: one more try each,
+//! and one aggregated notice of what still could not be delivered.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::dispatch::ms;
+use super::message::{zero_instant, Alert, AlertStatus, LabelSet, Message};
+use super::receiver::{Receiver, SendContext, SendError};
+use super::NotifyConfig;
+use crate::domain::ping::UnixMs;
+use crate::evaluator::now_ms;
+use crate::store::notify::{
+    AlertQuery, AttemptResult, NewNotification, NotificationRecord, KIND_ALERTS, KIND_UNDELIVERED,
+};
+use crate::store::Store;
+
+/// Retry and concurrency settings (`[notifications]` in the config).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliverySettings {
+    /// Attempts before a notification becomes a dead letter.
+    pub max_attempts: u32,
+    /// The first retry waits up to this long; each further one twice as long.
+    pub retry_base: Duration,
+    /// No retry waits longer than this.
+    pub retry_max: Duration,
+    /// Attempts in flight at once, over all receivers.
+    pub concurrency: usize,
+    /// Attempts in flight at once to one receiver.
+    pub per_receiver: usize,
+    /// How often dead letters are retried and reported.
+    pub sweep_interval: Duration,
+    /// Dead letters older than this are no longer retried.
+    pub dead_letter_retry_for: Duration,
+}
+
+impl Default for DeliverySettings {
+    fn default() -> Self {
+        DeliverySettings {
+            max_attempts: 3,
+            retry_base: Duration::from_secs(2),
+            retry_max: Duration::from_secs(300),
+            concurrency: 32,
+            per_receiver: 4,
+            sweep_interval: Duration::from_secs(900),
+            dead_letter_retry_for: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// The wait before retry number `attempt` (1 = the first retry): uniform in
+/// `[0, min(max, base · 2^(attempt-1))]` ("full jitter"); `unit` in [0, 1).
+pub fn backoff(attempt: u32, base: Duration, max: Duration, unit: f64) -> Duration {
+    let ceiling = base
+        .saturating_mul(
+            1u32.checked_shl(attempt.saturating_sub(1))
+                .unwrap_or(u32::MAX),
+        )
+        .min(max);
+    ceiling.mul_f64(unit.clamp(0.0, 1.0))
+}
+
+/// What a failed attempt means for its notification.
+pub fn after_failure(
+    error: &SendError,
+    attempts_before: i64,
+    settings: &DeliverySettings,
+    now: UnixMs,
+    unit: f64,
+) -> AttemptResult {
+    match error {
+        SendError::Permanent(message) => AttemptResult::Dead {
+            error: message.clone(),
+            retryable: false,
+        },
+        SendError::Recoverable {
+            message,
+            retry_after,
+        } => {
+            let attempts = attempts_before + 1;
+            if attempts >= i64::from(settings.max_attempts) {
+                return AttemptResult::Dead {
+                    error: message.clone(),
+                    retryable: true,
+                };
+            }
+            let wait = match retry_after {
+                Some(d) => (*d).min(settings.retry_max),
+                None => backoff(
+                    u32::try_from(attempts).unwrap_or(u32::MAX),
+                    settings.retry_base,
+                    settings.retry_max,
+                    unit,
+                ),
+            };
+            AttemptResult::Retry {
+                at: now + ms(wait),
+                error: message.clone(),
+            }
+        }
+    }
+}
+
+/// Sends what the dispatcher enqueued.
+pub struct Deliverer {
+    store: Arc<dyn Store>,
+    config: Arc<NotifyConfig>,
+    ctx: Arc<SendContext>,
+    base_url: String,
+    wake: Arc<Notify>,
+    global: Arc<Semaphore>,
+    per_receiver: HashMap<String, Arc<Semaphore>>,
+    in_flight: Arc<Mutex<HashSet<String>>>,
+    tasks: TaskTracker,
+    last_sweep: UnixMs,
+}
+
+impl Deliverer {
+    /// A deliverer; `wake` is notified by the dispatcher after each enqueue.
+    pub fn new(
+        store: Arc<dyn Store>,
+        config: Arc<NotifyConfig>,
+        ctx: Arc<SendContext>,
+        base_url: String,
+        wake: Arc<Notify>,
+    ) -> Deliverer {
+        let settings = &config.delivery;
+        let per_receiver = config
+            .receivers
+            .iter()
+            .map(|r| {
+                (
+                    r.name.clone(),
+                    Arc::new(Semaphore::new(settings.per_receiver)),
+                )
+            })
+            .collect();
+        Deliverer {
+            global: Arc::new(Semaphore::new(settings.concurrency)),
+            per_receiver,
+            store,
+            ctx,
+            base_url,
+            wake,
+            in_flight: Arc::new(Mutex::new(HashSet::new())),
+            tasks: TaskTracker::new(),
+            last_sweep: now_ms(),
+            config,
+        }
+    }
+
+    /// Starts an attempt for every due notification that has a free slot;
+    /// returns how many were started.
+    pub async fn tick(&mut self, now: UnixMs) -> anyhow::Result<usize> {
+        let busy: Vec<String> = self
+            .per_receiver
+            .iter()
+            .filter(|(_, s)| s.available_permits() == 0)
+            .map(|(n, _)| n.clone())
+            .collect();
+        let due = self.store.due_notifications(now, 256).await?;
+        let mut started = 0;
+        for n in due {
+            if busy.contains(&n.receiver) {
+                continue;
+            }
+            if !self.claim(&n.id) {
+                continue;
+            }
+            let Some(receiver_slot) = self.receiver_slot(&n.receiver) else {
+                self.release(&n.id);
+                continue;
+            };
+            let Ok(global) = self.global.clone().try_acquire_owned() else {
+                self.release(&n.id);
+                break;
+            };
+            started += 1;
+            let job = Attempt {
+                store: self.store.clone(),
+                receiver: self.config.receiver(&n.receiver),
+                ctx: self.ctx.clone(),
+                settings: self.config.delivery.clone(),
+                in_flight: self.in_flight.clone(),
+                wake: self.wake.clone(),
+            };
+            self.tasks.spawn(async move {
+                job.run(n, false).await;
+                drop((receiver_slot, global));
+            });
+        }
+        Ok(started)
+    }
+
+    fn claim(&self, id: &str) -> bool {
+        self.in_flight
+            .lock()
+            .map(|mut s| s.insert(id.to_string()))
+            .unwrap_or(false)
+    }
+
+    fn release(&self, id: &str) {
+        if let Ok(mut s) = self.in_flight.lock() {
+            s.remove(id);
+        }
+    }
+
+    fn receiver_slot(&mut self, name: &str) -> Option<OwnedSemaphorePermit> {
+        let per = self.config.delivery.per_receiver;
+        let sem = self
+            .per_receiver
+            .entry(name.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(per)));
+        sem.clone().try_acquire_owned().ok()
+    }
+
+    /// Retries recent dead letters once each, marks those whose alerts all
+    /// resolved as obsolete, and enqueues one notice listing the dead
+    /// letters nobody was told about yet. Returns the notice's id.
+    pub async fn sweep(&mut self, now: UnixMs) -> anyhow::Result<Option<String>> {
+        self.last_sweep = now;
+        let dead = self.store.dead_letters(0, 1000).await?;
+        let since = now - ms(self.config.delivery.dead_letter_retry_for);
+        let mut still_dead = Vec::new();
+        for n in dead {
+            let retry = n.retryable && n.created_at >= since && n.kind == KIND_ALERTS;
+            if retry {
+                let job = Attempt {
+                    store: self.store.clone(),
+                    receiver: self.config.receiver(&n.receiver),
+                    ctx: self.ctx.clone(),
+                    settings: self.config.delivery.clone(),
+                    in_flight: self.in_flight.clone(),
+                    wake: self.wake.clone(),
+                };
+                if !self.claim(&n.id) {
+                    continue;
+                }
+                let id = n.id.clone();
+                match job.run(n, true).await {
+                    Some(AttemptResult::Dead { .. }) => {}
+                    _ => continue,
+                }
+                if let Some(n) = self.store.notification(&id).await? {
+                    still_dead.push(n);
+                }
+            } else {
+                still_dead.push(n);
+            }
+        }
+        let unreported: Vec<NotificationRecord> = still_dead
+            .into_iter()
+            .filter(|n| n.reported_at.is_none() && n.kind != KIND_UNDELIVERED)
+            .collect();
+        if unreported.is_empty() {
+            return Ok(None);
+        }
+        let Some(fallback) = self.config.fallback_receiver() else {
+            tracing::warn!(
+                dead_letters = unreported.len(),
+                "notifications could not be delivered and no fallback receiver is configured"
+            );
+            return Ok(None);
+        };
+        let notice = undelivered_notice(&unreported, &fallback, &self.base_url, now);
+        let ids: Vec<String> = unreported.iter().map(|n| n.id.clone()).collect();
+        let new = self.store.enqueue_notice(&notice, &ids).await?;
+        if new {
+            tracing::warn!(
+                dead_letters = ids.len(),
+                receiver = %fallback,
+                "notifications could not be delivered; notice enqueued"
+            );
+            self.wake.notify_one();
+        }
+        Ok(new.then_some(notice.id))
+    }
+
+    /// Waits for the attempts in flight, at most `bound`.
+    pub async fn drain(&self, bound: Duration) {
+        self.tasks.close();
+        let _ = tokio::time::timeout(bound, self.tasks.wait()).await;
+    }
+
+    /// Runs until `stop` fires.
+    pub async fn run(mut self, stop: CancellationToken) {
+        loop {
+            let now = now_ms();
+            if now - self.last_sweep >= ms(self.config.delivery.sweep_interval) {
+                if let Err(e) = self.sweep(now).await {
+                    tracing::warn!(error = %format!("{e:#}"), "dead-letter sweep failed");
+                }
+            }
+            let started = match self.tick(now).await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot read due notifications");
+                    0
+                }
+            };
+            let next = match self.store.next_due().await {
+                // Due but nothing could start: every due one is in flight or
+                // its receiver is busy; a finishing attempt wakes us.
+                Ok(Some(at)) if at <= now && started == 0 => i64::MAX,
+                Ok(Some(at)) => at,
+                _ => i64::MAX,
+            };
+            let sweep_at = self.last_sweep + ms(self.config.delivery.sweep_interval);
+            // Look again at least every few seconds: another replica's
+            // enqueue or a retry that became due does not wake us.
+            let until = next.max(now_ms() + 20).min(sweep_at).min(now_ms() + 5_000);
+            let wait = Duration::from_millis(u64::try_from(until - now_ms()).unwrap_or(0));
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        // The caller bounds the whole shutdown; attempts in flight finish or
+        // are abandoned with it (and sent again, with the same key, later).
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}
+
+/// One delivery attempt of one notification.
+struct Attempt {
+    store: Arc<dyn Store>,
+    receiver: Option<Arc<Receiver>>,
+    ctx: Arc<SendContext>,
+    settings: DeliverySettings,
+    in_flight: Arc<Mutex<HashSet<String>>>,
+    wake: Arc<Notify>,
+}
+
+impl Attempt {
+    /// Sends and records; `sweep` marks a dead letter's extra try, which
+    /// leaves it dead on failure. Returns what was recorded.
+    async fn run(self, n: NotificationRecord, sweep: bool) -> Option<AttemptResult> {
+        let started = Instant::now();
+        let at = now_ms();
+        let result = self.attempt(&n, sweep, at).await;
+        let latency = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let recorded = match self.store.record_attempt(&n.id, at, latency, &result).await {
+            Ok(()) => Some(result.clone()),
+            Err(e) => {
+                // Still pending: it goes out again, with the same key.
+                tracing::warn!(id = %n.id, error = %format!("{e:#}"), "cannot record a delivery attempt");
+                None
+            }
+        };
+        match &result {
+            AttemptResult::Delivered => {
+                tracing::info!(id = %n.id, receiver = %n.receiver, latency_ms = latency, "notification delivered")
+            }
+            AttemptResult::Retry { error, .. } => {
+                tracing::warn!(id = %n.id, receiver = %n.receiver, error = %error, "delivery failed; will retry")
+            }
+            AttemptResult::Dead { error, .. } => {
+                tracing::error!(id = %n.id, receiver = %n.receiver, error = %error, "delivery failed; dead letter")
+            }
+            AttemptResult::Obsolete => {
+                tracing::info!(id = %n.id, receiver = %n.receiver, "dead letter obsolete: its alerts resolved")
+            }
+        }
+        if let Ok(mut s) = self.in_flight.lock() {
+            s.remove(&n.id);
+        }
+        self.wake.notify_one();
+        recorded
+    }
+
+    async fn attempt(&self, n: &NotificationRecord, sweep: bool, now: UnixMs) -> AttemptResult {
+        let Some(receiver) = &self.receiver else {
+            return AttemptResult::Dead {
+                error: format!("receiver {:?} is not configured", n.receiver),
+                retryable: false,
+            };
+        };
+        if sweep && n.kind == KIND_ALERTS {
+            let firing = n.firing_ids();
+            if !firing.is_empty() {
+                match self
+                    .store
+                    .alert_sources(AlertQuery::Incidents(&firing))
+                    .await
+                {
+                    Ok(found) if found.iter().all(|s| s.resolved_at.is_some()) => {
+                        return AttemptResult::Obsolete
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        return AttemptResult::Dead {
+                            error: format!("cannot read its incidents: {e:#}"),
+                            retryable: true,
+                        }
+                    }
+                }
+            }
+        }
+        let message: Message = match serde_json::from_str(&n.payload) {
+            Ok(m) => m,
+            Err(e) => {
+                return AttemptResult::Dead {
+                    error: format!("stored payload is not a notification: {e}"),
+                    retryable: false,
+                }
+            }
+        };
+        match receiver.send(&self.ctx, &message).await {
+            Ok(()) => AttemptResult::Delivered,
+            Err(e) if sweep => AttemptResult::Dead {
+                error: e.to_string(),
+                retryable: matches!(e, SendError::Recoverable { .. }),
+            },
+            Err(e) => after_failure(
+                &e,
+                n.attempts,
+                &self.settings,
+                now,
+                rand::thread_rng().gen::<f64>(),
+            ),
+        }
+    }
+}
+
+/// The aggregated "N notifications could not be delivered" notice: one
+/// alert per dead letter, grouped under `alertname=OverdueUndelivered`.
+pub fn undelivered_notice(
+    dead: &[NotificationRecord],
+    receiver: &str,
+    base_url: &str,
+    now: UnixMs,
+) -> NewNotification {
+    let ids: BTreeSet<&str> = dead.iter().map(|n| n.id.as_str()).collect();
+    let mut h = Sha256::new();
+    for id in &ids {
+        h.update(id.as_bytes());
+        h.update([0]);
+    }
+    let id = hex::encode(&h.finalize()[..16]);
+    let summary = format!("{} notifications could not be delivered", dead.len());
+    let alerts = dead
+        .iter()
+        .map(|n| {
+            let mut labels = LabelSet::new();
+            labels.insert("alertname".into(), "OverdueUndelivered".into());
+            labels.insert("check".into(), n.receiver.clone());
+            labels.insert(
+                "name".into(),
+                format!("notification {} to {}", n.id, n.receiver),
+            );
+            labels.insert("receiver".into(), n.receiver.clone());
+            let mut annotations = LabelSet::new();
+            annotations.insert("summary".into(), summary.clone());
+            annotations.insert(
+                "description".into(),
+                format!(
+                    "{} attempt(s); last error: {}",
+                    n.attempts,
+                    n.last_error.as_deref().unwrap_or("unknown")
+                ),
+            );
+            let url = format!("{base_url}/api/v1/notifications/{}", n.id);
+            annotations.insert("url".into(), url.clone());
+            Alert {
+                status: AlertStatus::Firing,
+                labels,
+                annotations,
+                starts_at: chrono::DateTime::from_timestamp_millis(n.created_at)
+                    .unwrap_or_else(zero_instant),
+                ends_at: zero_instant(),
+                generator_url: url,
+                fingerprint: n.id.chars().take(16).collect(),
+            }
+        })
+        .collect();
+    let mut group_labels = LabelSet::new();
+    group_labels.insert("alertname".into(), "OverdueUndelivered".into());
+    let mut m = Message {
+        version: "4".into(),
+        group_key: "{}/undelivered:{alertname=\"OverdueUndelivered\"}".into(),
+        truncated_alerts: 0,
+        status: AlertStatus::Firing,
+        receiver: receiver.to_string(),
+        group_labels,
+        common_labels: LabelSet::new(),
+        common_annotations: LabelSet::new(),
+        external_url: base_url.to_string(),
+        alerts,
+        idempotency_key: id.clone(),
+    };
+    m.finish();
+    NewNotification {
+        id,
+        group_key: m.group_key.clone(),
+        receiver: receiver.to_string(),
+        seq: now,
+        kind: KIND_UNDELIVERED,
+        created_at: now,
+        announced: Vec::new(),
+        firing: Vec::new(),
+        payload: serde_json::to_string(&m).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn backoff_ceiling_doubles_up_to_the_max() {
+        let max = Duration::from_secs(60);
+        assert_eq!(backoff(1, S, max, 0.999_999).as_secs(), 0);
+        assert_eq!(backoff(1, 2 * S, max, 1.0), 2 * S);
+        assert_eq!(backoff(2, 2 * S, max, 1.0), 4 * S);
+        assert_eq!(backoff(3, 2 * S, max, 1.0), 8 * S);
+        assert_eq!(backoff(10, 2 * S, max, 1.0), max);
+        assert_eq!(backoff(200, 2 * S, max, 1.0), max);
+        assert_eq!(backoff(3, 2 * S, max, 0.0), Duration::ZERO);
+        assert_eq!(backoff(3, 2 * S, max, 0.5), 4 * S);
+    }
+
+    proptest! {
+        #[test]
+        fn backoff_stays_inside_its_ceiling(attempt in 1u32..64, unit in 0.0f64..1.0) {
+            let base = Duration::from_millis(500);
+            let max = Duration::from_secs(300);
+            let d = backoff(attempt, base, max, unit);
+            let ceiling = base.saturating_mul(1u32 << (attempt - 1).min(31)).min(max);
+            prop_assert!(d <= ceiling);
+        }
+    }
+
+    fn settings() -> DeliverySettings {
+        DeliverySettings {
+            max_attempts: 3,
+            retry_base: 2 * S,
+            retry_max: Duration::from_secs(60),
+            ..DeliverySettings::default()
+        }
+    }
+
+    fn recoverable(retry_after: Option<Duration>) -> SendError {
+        SendError::Recoverable {
+            message: "HTTP 500".into(),
+            retry_after,
+        }
+    }
+
+    #[test]
+    fn recoverable_failures_retry_until_the_last_attempt() {
+        let s = settings();
+        assert_eq!(
+            after_failure(&recoverable(None), 0, &s, 1_000, 1.0),
+            AttemptResult::Retry {
+                at: 3_000,
+                error: "HTTP 500".into()
+            }
+        );
+        assert_eq!(
+            after_failure(&recoverable(None), 1, &s, 1_000, 1.0),
+            AttemptResult::Retry {
+                at: 5_000,
+                error: "HTTP 500".into()
+            }
+        );
+        assert_eq!(
+            after_failure(&recoverable(None), 2, &s, 1_000, 1.0),
+            AttemptResult::Dead {
+                error: "HTTP 500".into(),
+                retryable: true
+            }
+        );
+    }
+
+    #[test]
+    fn retry_after_is_honoured_but_capped() {
+        let s = settings();
+        let r = after_failure(&recoverable(Some(Duration::from_secs(7))), 0, &s, 0, 0.0);
+        assert_eq!(
+            r,
+            AttemptResult::Retry {
+                at: 7_000,
+                error: "HTTP 500".into()
+            }
+        );
+        let r = after_failure(&recoverable(Some(Duration::from_secs(7200))), 0, &s, 0, 0.0);
+        assert_eq!(
+            r,
+            AttemptResult::Retry {
+                at: 60_000,
+                error: "HTTP 500".into()
+            }
+        );
+    }
+
+    #[test]
+    fn permanent_failures_stop_at_once() {
+        let r = after_failure(
+            &SendError::Permanent("HTTP 400".into()),
+            0,
+            &settings(),
+            0,
+            0.5,
+        );
+        assert_eq!(
+            r,
+            AttemptResult::Dead {
+                error: "HTTP 400".into(),
+                retryable: false
+            }
+        );
+    }
+}

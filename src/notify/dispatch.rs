@@ -1,0 +1,710 @@
+//! The dispatcher: turns incidents into alerts, routes them to aggregation
+//! groups, and at each group's flush enqueues at most one notification per
+//! receiver (Alertmanager's dispatcher and notification log, kept in the
+//! database so restarts and replicas never enqueue the same step twice).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+
+use super::group::{notification_id, plan, Plan, Prior, Snapshot};
+use super::message::{zero_instant, Alert, AlertStatus, LabelSet, Message};
+use super::route::{Route, RouteTree};
+use super::silence::Silence;
+use super::NotifyConfig;
+use crate::domain::ping::UnixMs;
+use crate::store::notify::{AlertQuery, AlertSource, NewNotification, KIND_ALERTS};
+use crate::store::Store;
+
+/// How often every open incident is read again, so nothing depends on a
+/// notice alone.
+const RESYNC: Duration = Duration::from_secs(30);
+/// How soon a flush that could not be stored is tried again.
+const RETRY_MS: i64 = 5_000;
+
+/// Tells the dispatcher that something changed.
+#[derive(Debug)]
+pub enum DispatchNotice {
+    /// These checks' statuses, incidents or quiet flags changed.
+    Checks(Vec<i64>),
+    /// Silences were created, changed or deleted.
+    Silences,
+}
+
+/// A cheap handle to send notices to the dispatcher.
+#[derive(Clone)]
+pub struct DispatchHandle {
+    tx: mpsc::UnboundedSender<DispatchNotice>,
+}
+
+impl DispatchHandle {
+    /// Sends a notice; a stopped dispatcher ignores it.
+    pub fn notify(&self, notice: DispatchNotice) {
+        let _ = self.tx.send(notice);
+    }
+
+    /// A handle whose notices go nowhere (notifications are off).
+    pub fn disconnected() -> DispatchHandle {
+        let (tx, _) = mpsc::unbounded_channel();
+        DispatchHandle { tx }
+    }
+}
+
+/// One alert the dispatcher holds: an open incident, or a resolved one that a
+/// receiver still has to be told about.
+struct Held {
+    src: AlertSource,
+    labels: LabelSet,
+    groups: Vec<String>,
+}
+
+impl Held {
+    fn open(&self) -> bool {
+        self.src.resolved_at.is_none()
+    }
+}
+
+struct Group {
+    route: usize,
+    receiver: String,
+    labels: LabelSet,
+    alerts: BTreeSet<i64>,
+    next_flush: UnixMs,
+}
+
+/// Routes alerts into groups and enqueues notifications.
+pub struct Dispatcher {
+    store: Arc<dyn Store>,
+    config: Arc<NotifyConfig>,
+    base_url: String,
+    alerts: HashMap<i64, Held>,
+    groups: HashMap<String, Group>,
+    schedule: BTreeSet<(UnixMs, String)>,
+    log: HashMap<(String, String), Prior>,
+    silences: Vec<Silence>,
+    rx: mpsc::UnboundedReceiver<DispatchNotice>,
+    delivery: Arc<Notify>,
+}
+
+impl Dispatcher {
+    /// A dispatcher and the handle that feeds it; `delivery` is woken after
+    /// each enqueue.
+    pub fn new(
+        store: Arc<dyn Store>,
+        config: Arc<NotifyConfig>,
+        base_url: String,
+        delivery: Arc<Notify>,
+    ) -> (Dispatcher, DispatchHandle) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let silences = config.silences.clone();
+        (
+            Dispatcher {
+                store,
+                config,
+                base_url,
+                alerts: HashMap::new(),
+                groups: HashMap::new(),
+                schedule: BTreeSet::new(),
+                log: HashMap::new(),
+                silences,
+                rx,
+                delivery,
+            },
+            DispatchHandle { tx },
+        )
+    }
+
+    /// Reads what receivers were told, the silences and every open incident.
+    pub async fn load(&mut self, now: UnixMs) -> anyhow::Result<()> {
+        self.log.clear();
+        for n in self.store.latest_notifications().await? {
+            self.log.insert(
+                (n.group_key.clone(), n.receiver.clone()),
+                Prior {
+                    seq: n.seq,
+                    announced: n.announced_ids().into_iter().collect(),
+                    sent_at: n.created_at,
+                },
+            );
+        }
+        self.reload_silences(now).await?;
+        let open = self.store.alert_sources(AlertQuery::Open).await?;
+        let open_ids: BTreeSet<i64> = open.iter().map(|s| s.incident_id).collect();
+        for src in open {
+            self.upsert(src, now);
+        }
+        // Announced incidents that resolved while nobody was dispatching.
+        let told: Vec<i64> = self
+            .log
+            .values()
+            .flat_map(|p| p.announced.iter().copied())
+            .filter(|id| !open_ids.contains(id))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let found = self
+            .store
+            .alert_sources(AlertQuery::Incidents(&told))
+            .await?;
+        let found_ids: BTreeSet<i64> = found.iter().map(|s| s.incident_id).collect();
+        for src in found {
+            self.upsert(src, now);
+        }
+        // Incidents deleted with their check: tell their end as now.
+        for ((group_key, receiver), prior) in &self.log {
+            for id in prior.announced.iter() {
+                if !open_ids.contains(id) && !found_ids.contains(id) {
+                    tracing::debug!(
+                        group_key,
+                        receiver,
+                        incident = id,
+                        "announced incident is gone"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn reload_silences(&mut self, now: UnixMs) -> anyhow::Result<()> {
+        let mut silences = self.config.silences.clone();
+        for s in self.store.list_silences().await? {
+            match super::silence_from_record(&s, now) {
+                Ok(s) => silences.push(s),
+                Err(e) => tracing::warn!(silence = %s.id, error = %e, "ignoring a stored silence"),
+            }
+        }
+        self.silences = silences;
+        Ok(())
+    }
+
+    /// Takes in the newest facts about one incident.
+    fn upsert(&mut self, src: AlertSource, now: UnixMs) {
+        let id = src.incident_id;
+        if let Some(held) = self.alerts.get_mut(&id) {
+            let was_held = held.src.quiet == Some(true);
+            held.src = src;
+            // An alert that may notify again in a group that never said
+            // anything should not wait a whole group_interval.
+            if was_held && held.src.quiet != Some(true) {
+                let groups = held.groups.clone();
+                self.hurry(&groups, now);
+            }
+            return;
+        }
+        if src.resolved_at.is_some() && !self.announced_anywhere(id) {
+            return;
+        }
+        let labels = alert_labels(&src);
+        let mut keys = Vec::new();
+        let config = self.config.clone();
+        if let Some(tree) = config.route.as_ref() {
+            let matched: Vec<(usize, String, LabelSet, String)> = tree
+                .matching(&labels)
+                .into_iter()
+                .map(|route: &Route| {
+                    let gl = tree.group_labels(route, &labels);
+                    let key = RouteTree::group_key(route, &gl);
+                    (route.id, key, gl, route.receiver.clone())
+                })
+                .collect();
+            for (route, key, gl, receiver) in matched {
+                let wait = ms(tree.route(route).group_wait);
+                let group = self.groups.entry(key.clone()).or_insert_with(|| Group {
+                    route,
+                    receiver,
+                    labels: gl,
+                    alerts: BTreeSet::new(),
+                    next_flush: now + wait,
+                });
+                if group.alerts.is_empty() {
+                    self.schedule.insert((group.next_flush, key.clone()));
+                }
+                group.alerts.insert(id);
+                keys.push(key);
+            }
+        }
+        self.alerts.insert(
+            id,
+            Held {
+                src,
+                labels,
+                groups: keys,
+            },
+        );
+    }
+
+    fn announced_anywhere(&self, id: i64) -> bool {
+        self.log.values().any(|p| p.announced.contains(&id))
+    }
+
+    /// Brings the flush of groups that never notified forward to group_wait.
+    fn hurry(&mut self, groups: &[String], now: UnixMs) {
+        let config = self.config.clone();
+        let Some(tree) = config.route.as_ref() else {
+            return;
+        };
+        for key in groups {
+            let Some(g) = self.groups.get_mut(key) else {
+                continue;
+            };
+            let told = self
+                .log
+                .get(&(key.clone(), g.receiver.clone()))
+                .is_some_and(|p| !p.announced.is_empty());
+            let at = now + ms(tree.route(g.route).group_wait);
+            if !told && at < g.next_flush {
+                self.schedule.remove(&(g.next_flush, key.clone()));
+                g.next_flush = at;
+                self.schedule.insert((at, key.clone()));
+            }
+        }
+    }
+
+    /// Handles a notice.
+    pub async fn handle(&mut self, notice: DispatchNotice, now: UnixMs) {
+        match notice {
+            DispatchNotice::Checks(ids) => {
+                let found = match self.store.alert_sources(AlertQuery::Checks(&ids)).await {
+                    Ok(found) => found,
+                    Err(e) => {
+                        tracing::warn!(error = %format!("{e:#}"), "cannot read incidents; the next resync catches up");
+                        return;
+                    }
+                };
+                // An incident held as open that is not its check's newest
+                // any more closed in between (a quick flap): read its end.
+                let checks: BTreeSet<i64> = ids.iter().copied().collect();
+                let newest: BTreeSet<i64> = found.iter().map(|s| s.incident_id).collect();
+                let superseded: Vec<i64> = self
+                    .alerts
+                    .iter()
+                    .filter(|(id, h)| {
+                        h.open() && checks.contains(&h.src.check_id) && !newest.contains(id)
+                    })
+                    .map(|(id, _)| *id)
+                    .collect();
+                for src in found {
+                    self.upsert(src, now);
+                }
+                if !superseded.is_empty() {
+                    match self
+                        .store
+                        .alert_sources(AlertQuery::Incidents(&superseded))
+                        .await
+                    {
+                        Ok(found) => {
+                            for src in found {
+                                self.upsert(src, now);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %format!("{e:#}"), "cannot read closed incidents")
+                        }
+                    }
+                }
+            }
+            DispatchNotice::Silences => {
+                if let Err(e) = self.reload_silences(now).await {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot read silences");
+                }
+            }
+        }
+    }
+
+    /// Reads every open incident again, and the end of those that closed.
+    pub async fn resync(&mut self, now: UnixMs) {
+        let open = match self.store.alert_sources(AlertQuery::Open).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "cannot read open incidents");
+                return;
+            }
+        };
+        let open_ids: BTreeSet<i64> = open.iter().map(|s| s.incident_id).collect();
+        let closed: Vec<i64> = self
+            .alerts
+            .iter()
+            .filter(|(id, h)| h.open() && !open_ids.contains(id))
+            .map(|(id, _)| *id)
+            .collect();
+        for src in open {
+            self.upsert(src, now);
+        }
+        if closed.is_empty() {
+            return;
+        }
+        match self
+            .store
+            .alert_sources(AlertQuery::Incidents(&closed))
+            .await
+        {
+            Ok(found) => {
+                let found_ids: BTreeSet<i64> = found.iter().map(|s| s.incident_id).collect();
+                for src in found {
+                    self.upsert(src, now);
+                }
+                // Deleted with their check: resolved now.
+                for id in closed.iter().filter(|id| !found_ids.contains(id)) {
+                    if let Some(h) = self.alerts.get_mut(id) {
+                        h.src.resolved_at = Some(now);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "cannot read closed incidents"),
+        }
+        if let Err(e) = self.reload_silences(now).await {
+            tracing::warn!(error = %format!("{e:#}"), "cannot read silences");
+        }
+    }
+
+    /// When the next group flush is due.
+    pub fn next_wake(&self) -> Option<UnixMs> {
+        self.schedule.first().map(|(at, _)| *at)
+    }
+
+    /// Flushes every group that is due; returns how many notifications were
+    /// enqueued.
+    pub async fn tick(&mut self, now: UnixMs) -> usize {
+        let mut enqueued = 0;
+        while let Some((at, key)) = self.schedule.first().cloned() {
+            if at > now {
+                break;
+            }
+            self.schedule.remove(&(at, key.clone()));
+            if self.groups.get(&key).is_none_or(|g| g.next_flush != at) {
+                continue;
+            }
+            if self.flush(&key, now).await {
+                enqueued += 1;
+            }
+        }
+        if enqueued > 0 {
+            self.delivery.notify_one();
+        }
+        enqueued
+    }
+
+    /// One flush of one group; true when a notification was enqueued.
+    async fn flush(&mut self, key: &str, now: UnixMs) -> bool {
+        let config = self.config.clone();
+        let Some(tree) = config.route.as_ref() else {
+            return false;
+        };
+        let Some(group) = self.groups.get(key) else {
+            return false;
+        };
+        let route = tree.route(group.route).clone();
+        let receiver_name = group.receiver.clone();
+        let receiver = config.receiver(&receiver_name);
+        let send_resolved = receiver.as_ref().is_none_or(|r| r.send_resolved);
+        let refresh = receiver.as_ref().and_then(|r| r.refresh_interval());
+        let repeat = refresh.map_or(route.repeat_interval, |r| r.min(route.repeat_interval));
+        let interval = refresh.map_or(route.group_interval, |r| r.min(route.group_interval));
+
+        if config.muted(&route, now) {
+            self.reschedule(key, now + ms(interval));
+            return false;
+        }
+
+        let mut snapshot = Snapshot::default();
+        for id in &group.alerts {
+            let Some(h) = self.alerts.get(id) else {
+                continue;
+            };
+            if !h.open() {
+                continue;
+            }
+            let silenced = self.silences.iter().any(|s| s.silences(&h.labels, now));
+            if silenced || h.src.quiet == Some(true) || h.src.paused {
+                snapshot.held.insert(*id);
+            } else {
+                snapshot.firing.insert(*id);
+            }
+        }
+        let log_key = (key.to_string(), receiver_name.clone());
+        let prior = self.log.get(&log_key).cloned();
+        let mut enqueued = false;
+        if let Some(p) = plan(&snapshot, prior.as_ref(), send_resolved, ms(repeat), now) {
+            let message = self.message(key, &receiver_name, &p, now);
+            let n = NewNotification {
+                id: message.idempotency_key.clone(),
+                group_key: key.to_string(),
+                receiver: receiver_name.clone(),
+                seq: p.seq,
+                kind: KIND_ALERTS,
+                created_at: now,
+                announced: p.announced.iter().copied().collect(),
+                firing: p.firing.clone(),
+                payload: serde_json::to_string(&message).unwrap_or_default(),
+            };
+            match self.store.enqueue_notification(&n).await {
+                Ok(true) => {
+                    tracing::info!(
+                        group_key = key,
+                        receiver = %receiver_name,
+                        firing = p.firing.len(),
+                        resolved = p.resolved.len(),
+                        id = %n.id,
+                        "notification enqueued"
+                    );
+                    self.log.insert(
+                        log_key,
+                        Prior {
+                            seq: p.seq,
+                            announced: p.announced,
+                            sent_at: now,
+                        },
+                    );
+                    enqueued = true;
+                }
+                Ok(false) => {
+                    // Another replica (or an earlier life of this one) took
+                    // this step: learn what it told, decide again next time.
+                    match self.store.latest_notification(key, &receiver_name).await {
+                        Ok(Some(n)) => {
+                            self.log.insert(
+                                log_key,
+                                Prior {
+                                    seq: n.seq,
+                                    announced: n.announced_ids().into_iter().collect(),
+                                    sent_at: n.created_at,
+                                },
+                            );
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %format!("{e:#}"), "cannot read the notification log")
+                        }
+                    }
+                    self.reschedule(key, now + RETRY_MS.min(ms(interval)));
+                    return false;
+                }
+                Err(e) => {
+                    tracing::warn!(group_key = key, error = %format!("{e:#}"), "cannot enqueue a notification; will retry");
+                    self.reschedule(key, now + RETRY_MS);
+                    return false;
+                }
+            }
+        }
+        self.cleanup(key, send_resolved);
+        if self.groups.contains_key(key) {
+            self.reschedule(key, now + ms(interval));
+        }
+        enqueued
+    }
+
+    /// Drops resolved alerts the receiver needs no more news of, and the
+    /// group once it is empty.
+    fn cleanup(&mut self, key: &str, send_resolved: bool) {
+        let Some(group) = self.groups.get_mut(key) else {
+            return;
+        };
+        let announced = self
+            .log
+            .get(&(key.to_string(), group.receiver.clone()))
+            .map(|p| p.announced.clone())
+            .unwrap_or_default();
+        let mut dropped = Vec::new();
+        group.alerts.retain(|id| {
+            let keep = match self.alerts.get(id) {
+                Some(h) => h.open() || (send_resolved && announced.contains(id)),
+                None => false,
+            };
+            if !keep {
+                dropped.push(*id);
+            }
+            keep
+        });
+        if group.alerts.is_empty() {
+            self.schedule.remove(&(group.next_flush, key.to_string()));
+            self.groups.remove(key);
+        }
+        for id in dropped {
+            if let Some(h) = self.alerts.get_mut(&id) {
+                h.groups.retain(|g| g != key);
+                if h.groups.is_empty() {
+                    self.alerts.remove(&id);
+                }
+            }
+        }
+    }
+
+    fn reschedule(&mut self, key: &str, at: UnixMs) {
+        if let Some(g) = self.groups.get_mut(key) {
+            self.schedule.remove(&(g.next_flush, key.to_string()));
+            g.next_flush = at;
+            self.schedule.insert((at, key.to_string()));
+        }
+    }
+
+    fn message(&self, key: &str, receiver: &str, p: &Plan, now: UnixMs) -> Message {
+        let group_labels = self
+            .groups
+            .get(key)
+            .map(|g| g.labels.clone())
+            .unwrap_or_default();
+        let mut alerts = Vec::with_capacity(p.firing.len() + p.resolved.len());
+        for (ids, status) in [
+            (&p.firing, AlertStatus::Firing),
+            (&p.resolved, AlertStatus::Resolved),
+        ] {
+            for id in ids {
+                if let Some(h) = self.alerts.get(id) {
+                    alerts.push(self.alert(h, status, now));
+                }
+            }
+        }
+        let mut m = Message {
+            version: "4".to_string(),
+            group_key: key.to_string(),
+            truncated_alerts: 0,
+            status: AlertStatus::Firing,
+            receiver: receiver.to_string(),
+            group_labels,
+            common_labels: LabelSet::new(),
+            common_annotations: LabelSet::new(),
+            external_url: self.base_url.clone(),
+            alerts,
+            idempotency_key: notification_id(key, receiver, p),
+        };
+        m.finish();
+        m
+    }
+
+    fn alert(&self, h: &Held, status: AlertStatus, now: UnixMs) -> Alert {
+        let src = &h.src;
+        let url = format!("{}/api/v1/checks/{}", self.base_url, src.uuid);
+        let display = if src.name.is_empty() {
+            h.labels.get("check").cloned().unwrap_or_default()
+        } else {
+            src.name.clone()
+        };
+        let mut annotations = LabelSet::new();
+        let summary = match status {
+            AlertStatus::Firing => {
+                let st = src.status.as_deref().unwrap_or(&src.incident_status);
+                match src.reason.as_deref().or(src.incident_reason.as_deref()) {
+                    Some(r) => format!("{display} is {st} ({r})"),
+                    None => format!("{display} is {st}"),
+                }
+            }
+            AlertStatus::Resolved => format!("{display} recovered"),
+        };
+        annotations.insert("summary".into(), summary);
+        if let Some(t) = src.last_ping_at.and_then(rfc3339) {
+            annotations.insert("last_ping".into(), t);
+        }
+        if let Some(items) = src.last_items {
+            annotations.insert("last_items".into(), items.to_string());
+        }
+        if let Some(last) = src.last_success_at {
+            let end = src.resolved_at.unwrap_or(now);
+            let secs = (end - last).max(0) / 1000;
+            annotations.insert(
+                "staleness".into(),
+                humantime::format_duration(Duration::from_secs(secs as u64)).to_string(),
+            );
+        }
+        annotations.insert("url".into(), url.clone());
+        Alert {
+            status,
+            labels: h.labels.clone(),
+            annotations,
+            starts_at: instant(src.opened_at),
+            ends_at: match (status, src.resolved_at) {
+                (AlertStatus::Resolved, Some(t)) => instant(t),
+                (AlertStatus::Resolved, None) => instant(now),
+                _ => zero_instant(),
+            },
+            generator_url: url,
+            fingerprint: fingerprint(&h.labels),
+        }
+    }
+
+    /// Runs until `stop` fires.
+    pub async fn run(mut self, stop: CancellationToken) {
+        let now_ms = crate::evaluator::now_ms;
+        while let Err(e) = self.load(now_ms()).await {
+            tracing::error!(error = %format!("{e:#}"), "dispatcher cannot load; retrying");
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_millis(RETRY_MS as u64)) => {}
+            }
+        }
+        let mut last_resync = now_ms();
+        loop {
+            let now = now_ms();
+            if now - last_resync >= ms(RESYNC) {
+                self.resync(now).await;
+                last_resync = now;
+            }
+            self.tick(now).await;
+            let until = self
+                .next_wake()
+                .unwrap_or(i64::MAX)
+                .min(last_resync + ms(RESYNC));
+            let wait = Duration::from_millis(u64::try_from(until - now_ms()).unwrap_or(0));
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                notice = self.rx.recv() => {
+                    let Some(notice) = notice else { break };
+                    let now = now_ms();
+                    self.handle(notice, now).await;
+                    while let Ok(n) = self.rx.try_recv() {
+                        self.handle(n, now).await;
+                    }
+                }
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+}
+
+/// The alert's labels: the check's labels, then `check`, `name`, `status`
+/// and `reason` of the incident as it opened (so they stay the same until
+/// it resolves).
+pub fn alert_labels(src: &AlertSource) -> LabelSet {
+    let mut labels: LabelSet = serde_json::from_str(&src.labels).unwrap_or_default();
+    labels.insert(
+        "check".into(),
+        src.slug.clone().unwrap_or_else(|| src.uuid.clone()),
+    );
+    labels.insert("name".into(), src.name.clone());
+    labels.insert("status".into(), src.incident_status.clone());
+    if let Some(r) = &src.incident_reason {
+        labels.insert("reason".into(), r.clone());
+    }
+    labels.retain(|_, v| !v.is_empty());
+    labels
+}
+
+/// 16 hex digits of the labels' hash, as Alertmanager's fingerprints.
+pub fn fingerprint(labels: &BTreeMap<String, String>) -> String {
+    let mut h = Sha256::new();
+    for (k, v) in labels {
+        h.update(k.as_bytes());
+        h.update([0xff]);
+        h.update(v.as_bytes());
+        h.update([0xff]);
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+fn instant(ms: UnixMs) -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp_millis(ms).unwrap_or_else(zero_instant)
+}
+
+fn rfc3339(ms: UnixMs) -> Option<String> {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+pub(crate) fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,87 @@
+//! The validated alerting configuration.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::deliver::DeliverySettings;
+use super::receiver::Receiver;
+use super::route::{Route, RouteTree};
+use super::silence::{Silence, SilenceInput, SilenceSource};
+use super::time_interval::NamedTimeInterval;
+use crate::domain::ping::UnixMs;
+use crate::store::notify::SilenceRecord;
+
+/// The validated alerting configuration.
+#[derive(Debug, Clone, Default)]
+pub struct NotifyConfig {
+    pub receivers: Vec<Arc<Receiver>>,
+    /// `None` when no receiver is configured: nothing is notified.
+    pub route: Option<RouteTree>,
+    pub time_intervals: Vec<NamedTimeInterval>,
+    /// Silences declared in the config file.
+    pub silences: Vec<Silence>,
+    /// Where "could not be delivered" notices go; default the root route's receiver.
+    pub fallback_receiver: Option<String>,
+    pub delivery: DeliverySettings,
+}
+
+impl NotifyConfig {
+    /// The receiver with this name.
+    pub fn receiver(&self, name: &str) -> Option<Arc<Receiver>> {
+        self.receivers.iter().find(|r| r.name == name).cloned()
+    }
+
+    /// True when notifications are configured at all.
+    pub fn enabled(&self) -> bool {
+        self.route.is_some()
+    }
+
+    /// The receiver of "could not be delivered" notices.
+    pub fn fallback_receiver(&self) -> Option<String> {
+        self.fallback_receiver
+            .clone()
+            .or_else(|| self.route.as_ref().map(|t| t.route(0).receiver.clone()))
+    }
+
+    /// True when the route may not notify at `now`: inside one of its
+    /// `mute_time_intervals`, or outside all of its `active_time_intervals`.
+    pub fn muted(&self, route: &Route, now: UnixMs) -> bool {
+        let Some(now) = DateTime::<Utc>::from_timestamp_millis(now) else {
+            return false;
+        };
+        let contains = |name: &String| {
+            self.time_intervals
+                .iter()
+                .find(|t| &t.name == name)
+                .is_some_and(|t| t.contains(now))
+        };
+        route.mute_time_intervals.iter().any(contains)
+            || (!route.active_time_intervals.is_empty()
+                && !route.active_time_intervals.iter().any(contains))
+    }
+}
+
+/// A stored silence, validated again as it is read.
+pub fn silence_from_record(rec: &SilenceRecord, now: UnixMs) -> Result<Silence, String> {
+    let matchers: Vec<String> =
+        serde_json::from_str(&rec.matchers).map_err(|e| format!("matchers: {e}"))?;
+    let mut s = Silence::from_input(
+        SilenceInput {
+            id: None,
+            matchers,
+            starts_at: None,
+            ends_at: None,
+            duration: Some("1s".into()),
+            comment: rec.comment.clone(),
+            created_by: Some(rec.created_by.clone()),
+        },
+        rec.id.clone(),
+        SilenceSource::Api,
+        now,
+    )
+    .map_err(|e| e.join("; "))?;
+    s.starts_at = rec.starts_at;
+    s.ends_at = rec.ends_at;
+    Ok(s)
+}

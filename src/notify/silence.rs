@@ -1,0 +1,262 @@
+//! Silences: one-off maintenance windows (SPEC §3.2). Matching checks are
+//! still evaluated, but notify nothing while a silence is active; an incident
+//! still open when the silence ends notifies then.
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+
+use super::matcher::{matches_all, Matcher};
+use super::message::LabelSet;
+use crate::domain::ping::UnixMs;
+
+/// Where a silence was declared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SilenceSource {
+    Config,
+    Api,
+}
+
+impl SilenceSource {
+    /// `config` or `api`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SilenceSource::Config => "config",
+            SilenceSource::Api => "api",
+        }
+    }
+}
+
+/// A validated silence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Silence {
+    pub id: String,
+    pub matchers: Vec<Matcher>,
+    pub starts_at: UnixMs,
+    pub ends_at: UnixMs,
+    pub comment: String,
+    pub created_by: String,
+    pub source: SilenceSource,
+}
+
+impl Silence {
+    /// True while `now` is inside `[starts_at, ends_at)`.
+    pub fn active(&self, now: UnixMs) -> bool {
+        self.starts_at <= now && now < self.ends_at
+    }
+
+    /// True when it is active and its matchers all match `labels`.
+    pub fn silences(&self, labels: &LabelSet, now: UnixMs) -> bool {
+        self.active(now) && matches_all(&self.matchers, labels)
+    }
+
+    /// `active`, `pending` (not started) or `expired`.
+    pub fn state(&self, now: UnixMs) -> &'static str {
+        if now < self.starts_at {
+            "pending"
+        } else if now < self.ends_at {
+            "active"
+        } else {
+            "expired"
+        }
+    }
+}
+
+/// A silence as the config file or the API gives it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SilenceInput {
+    /// Only for the API's replace; config silences get `config-N`.
+    #[serde(default)]
+    pub id: Option<String>,
+    pub matchers: Vec<String>,
+    /// RFC 3339; default: now.
+    #[serde(default)]
+    pub starts_at: Option<String>,
+    /// RFC 3339; either this or `duration`.
+    #[serde(default)]
+    pub ends_at: Option<String>,
+    /// Humantime, counted from `starts_at`.
+    #[serde(default)]
+    pub duration: Option<String>,
+    #[serde(default)]
+    pub comment: String,
+    #[serde(default)]
+    pub created_by: Option<String>,
+}
+
+impl Silence {
+    /// Validates an input; each error names its field.
+    pub fn from_input(
+        input: SilenceInput,
+        id: String,
+        source: SilenceSource,
+        now: UnixMs,
+    ) -> Result<Silence, Vec<String>> {
+        let mut errors = Vec::new();
+        let mut matchers = Vec::new();
+        if input.matchers.is_empty() {
+            errors.push("matchers: must list at least one matcher".to_string());
+        }
+        for (i, m) in input.matchers.iter().enumerate() {
+            match Matcher::parse(m) {
+                Ok(m) => matchers.push(m),
+                Err(e) => errors.push(format!("matchers[{i}]: {e}")),
+            }
+        }
+        if !matchers.is_empty() && matchers.iter().all(|m| m.matches(&LabelSet::new())) {
+            errors.push(
+                "matchers: would silence every check (each matcher also matches an empty label set)"
+                    .to_string(),
+            );
+        }
+        let starts_at = match input.starts_at.as_deref() {
+            None => Some(now),
+            Some(s) => match parse_instant(s) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    errors.push(format!("starts_at: {e}"));
+                    None
+                }
+            },
+        };
+        let ends_at = match (input.ends_at.as_deref(), input.duration.as_deref()) {
+            (Some(_), Some(_)) => {
+                errors.push("ends_at: give either ends_at or duration, not both".to_string());
+                None
+            }
+            (None, None) => {
+                errors.push("ends_at: required (or duration)".to_string());
+                None
+            }
+            (Some(s), None) => match parse_instant(s) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    errors.push(format!("ends_at: {e}"));
+                    None
+                }
+            },
+            (None, Some(d)) => match crate::config::parse_duration(d) {
+                Ok(d) => starts_at.map(|s| s.saturating_add(d.as_millis() as i64)),
+                Err(e) => {
+                    errors.push(format!("duration: {e}"));
+                    None
+                }
+            },
+        };
+        if let (Some(s), Some(e)) = (starts_at, ends_at) {
+            if e <= s {
+                errors.push("ends_at: must be after starts_at".to_string());
+            }
+        }
+        let created_by = input.created_by.unwrap_or_default();
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Silence {
+            id,
+            matchers,
+            starts_at: starts_at.unwrap_or(now),
+            ends_at: ends_at.unwrap_or(now),
+            comment: input.comment,
+            created_by,
+            source,
+        })
+    }
+}
+
+fn parse_instant(s: &str) -> Result<UnixMs, String> {
+    DateTime::parse_from_rfc3339(s.trim())
+        .map(|t| t.with_timezone(&Utc).timestamp_millis())
+        .map_err(|_| format!("{s:?} is not an RFC 3339 instant like \"2026-12-01T08:00:00Z\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(matchers: &[&str], ends_at: Option<&str>, duration: Option<&str>) -> SilenceInput {
+        SilenceInput {
+            id: None,
+            matchers: matchers.iter().map(|s| s.to_string()).collect(),
+            starts_at: Some("2026-12-01T00:00:00Z".into()),
+            ends_at: ends_at.map(String::from),
+            duration: duration.map(String::from),
+            comment: "maintenance".into(),
+            created_by: Some("ops".into()),
+        }
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> LabelSet {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn active_inside_the_window_only() {
+        let s = Silence::from_input(
+            input(&["team=\"data\""], None, Some("2h")),
+            "s".into(),
+            SilenceSource::Api,
+            0,
+        )
+        .unwrap();
+        assert_eq!(s.ends_at - s.starts_at, 2 * 3_600_000);
+        let l = labels(&[("team", "data")]);
+        assert!(!s.silences(&l, s.starts_at - 1));
+        assert!(s.silences(&l, s.starts_at));
+        assert!(s.silences(&l, s.ends_at - 1));
+        assert!(!s.silences(&l, s.ends_at));
+        assert!(!s.silences(&labels(&[("team", "web")]), s.starts_at + 1));
+        assert_eq!(s.state(s.starts_at - 1), "pending");
+        assert_eq!(s.state(s.starts_at), "active");
+        assert_eq!(s.state(s.ends_at), "expired");
+    }
+
+    #[test]
+    fn rejects_what_would_silence_everything_or_nothing() {
+        let e = Silence::from_input(
+            input(&["team=~\".*\""], None, Some("1h")),
+            "s".into(),
+            SilenceSource::Api,
+            0,
+        )
+        .unwrap_err();
+        assert!(e[0].contains("every check"), "{e:?}");
+        let e = Silence::from_input(
+            input(&[], None, Some("1h")),
+            "s".into(),
+            SilenceSource::Api,
+            0,
+        )
+        .unwrap_err();
+        assert!(e[0].starts_with("matchers:"), "{e:?}");
+    }
+
+    #[test]
+    fn names_each_bad_field() {
+        let mut i = input(&["team=~\"(\""], Some("yesterday"), None);
+        i.starts_at = Some("soon".into());
+        let e = Silence::from_input(i, "s".into(), SilenceSource::Api, 0).unwrap_err();
+        assert!(e.iter().any(|e| e.starts_with("matchers[0]:")), "{e:?}");
+        assert!(e.iter().any(|e| e.starts_with("starts_at:")), "{e:?}");
+        assert!(e.iter().any(|e| e.starts_with("ends_at:")), "{e:?}");
+        let e = Silence::from_input(
+            input(&["a=\"b\""], Some("2026-11-30T00:00:00Z"), None),
+            "s".into(),
+            SilenceSource::Api,
+            0,
+        )
+        .unwrap_err();
+        assert_eq!(e, vec!["ends_at: must be after starts_at".to_string()]);
+        let e = Silence::from_input(
+            input(&["a=\"b\""], Some("2026-12-02T00:00:00Z"), Some("1h")),
+            "s".into(),
+            SilenceSource::Api,
+            0,
+        )
+        .unwrap_err();
+        assert!(e[0].contains("not both"), "{e:?}");
+    }
+}
