@@ -771,7 +771,8 @@ async fn run(args: &Args, db: &Path, loaded_at: LoadedAt) -> anyhow::Result<serd
         stop.clone(),
     ));
     let (evaluator, _handle) = Evaluator::new(store.clone(), observed.clone());
-    tracker.spawn(evaluator.run(stop.clone()));
+    let leader = overdue::lease::always_leader();
+    tracker.spawn(evaluator.run(stop.clone(), leader));
 
     // Start-up is over once every check has its status row.
     let must_be_ready_by = t - ((args.idle + 1.0) * 1000.0) as i64;

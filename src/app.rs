@@ -11,12 +11,16 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
+use crate::evaluator::Notice;
 use crate::evaluator::{Evaluator, Observed};
 use crate::http::{router, AppState};
 use crate::ingest::Ingest;
+use crate::lease::{always_leader, lease_loop, LeaderWatch, LeaseStats};
 use crate::notify::deliver::Deliverer;
+use crate::notify::dispatch::DispatchNotice;
 use crate::notify::dispatch::{DispatchHandle, Dispatcher};
-use crate::notify::receiver::{http_client, SendContext};
+use crate::notify::receiver::{http_client_for, SendContext};
+use crate::store::lease::Change;
 use crate::store::Store;
 
 /// Serves on `listener` until `shutdown` fires, then stops accepting, lets
@@ -28,6 +32,9 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let config = Arc::new(config);
     warn_about(&config);
+    // Held until this function returns: a second process on the same SQLite
+    // file is refused instead of corrupting it.
+    let _sqlite_lock = lock_sqlite_file(&config)?;
     let store = crate::store::open(&config).await?;
     let tracker = TaskTracker::new();
     let workers_stop = CancellationToken::new();
@@ -50,18 +57,62 @@ pub async fn run(
     tracker.spawn(crate::evaluator::heartbeat_loop(
         store.clone(),
         observed.clone(),
-        replica,
+        replica.clone(),
         started_at,
         config.heartbeat_period,
         workers_stop.clone(),
     ));
 
+    // Leadership: the lease outlives the workers, so that a graceful
+    // shutdown finishes the leader's work before handing over.
+    let lease_stop = CancellationToken::new();
+    let lease_stats = Arc::new(LeaseStats::default());
+    let (leader, lease_task) = if store.single_process() {
+        (always_leader(), None)
+    } else {
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        let task = tokio::spawn(lease_loop(
+            store.clone(),
+            replica.clone(),
+            config.lease_ttl,
+            tx,
+            lease_stats.clone(),
+            lease_stop.clone(),
+        ));
+        (rx, Some(task))
+    };
+    tracing::info!(replica = %replica, "replica started");
+
     let (mut evaluator, evaluator_handle) = Evaluator::new(store.clone(), observed.clone());
-    let dispatch = start_notifications(&config, &store, &tracker, &workers_stop);
+    let dispatch = start_notifications(&config, &store, &tracker, &workers_stop, &leader, &replica);
     if let Some(d) = &dispatch {
         evaluator.set_dispatch(d.clone());
     }
-    tracker.spawn(evaluator.run(workers_stop.clone()));
+    tracker.spawn(evaluator.run(workers_stop.clone(), leader.clone()));
+
+    // Changes made on other replicas reach this one's leader work.
+    {
+        let evaluator = evaluator_handle.clone();
+        let dispatch = dispatch.clone();
+        let store = store.clone();
+        let stop = workers_stop.clone();
+        tracker.spawn(async move {
+            store
+                .watch_changes(
+                    Box::new(move |change| match change {
+                        Change::Check(id) => evaluator.notify(Notice::Changed(id)),
+                        Change::Silences => {
+                            if let Some(d) = &dispatch {
+                                d.notify(DispatchNotice::Silences);
+                            }
+                        }
+                        Change::Unknown => {}
+                    }),
+                    stop,
+                )
+                .await;
+        });
+    }
 
     let ingest = Ingest::start(
         store.clone(),
@@ -69,6 +120,7 @@ pub async fn run(
         &tracker,
         workers_stop.clone(),
         evaluator_handle.clone(),
+        leader.clone(),
     )
     .await
     .context("cannot load checks")?;
@@ -103,6 +155,12 @@ pub async fn run(
             "shutdown timed out; abandoning unfinished background work"
         );
     }
+    // Hand over: the next replica takes the lease at once instead of
+    // waiting for it to run out.
+    lease_stop.cancel();
+    if let Some(task) = lease_task {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
     tracing::info!("overdue stopped");
     Ok(())
 }
@@ -113,6 +171,8 @@ fn start_notifications(
     store: &Arc<dyn Store>,
     tracker: &TaskTracker,
     stop: &CancellationToken,
+    leader: &LeaderWatch,
+    replica: &str,
 ) -> Option<DispatchHandle> {
     let notify = Arc::new(config.notify.clone());
     if !notify.enabled() {
@@ -130,15 +190,52 @@ fn start_notifications(
         store.clone(),
         notify.clone(),
         Arc::new(SendContext {
-            http: http_client(),
+            http: http_client_for(replica),
         }),
         config.base_url.clone(),
         wake,
     );
-    tracker.spawn(dispatcher.run(stop.clone()));
-    tracker.spawn(deliverer.run(stop.clone()));
+    tracker.spawn(dispatcher.run(stop.clone(), leader.clone()));
+    tracker.spawn(deliverer.run(stop.clone(), leader.clone()));
     tracing::info!(receivers = notify.receivers.len(), "notifications enabled");
     Some(handle)
+}
+
+/// Locks the SQLite database file for this process (the lock goes with the
+/// process, even on kill -9). `None` for PostgreSQL and in-memory databases.
+fn lock_sqlite_file(config: &Config) -> anyhow::Result<Option<std::fs::File>> {
+    let Some(path) = sqlite_path(config.database_url.expose()) else {
+        return Ok(None);
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("cannot open the SQLite database {path}"))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "the SQLite database {path} is in use by another overdue process; \
+             run one process per SQLite file (several replicas need PostgreSQL)"
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("cannot lock the SQLite database {path}"))
+        }
+    }
+}
+
+/// The file of a `sqlite:` URL; `None` for other URLs and in-memory ones.
+fn sqlite_path(url: &str) -> Option<String> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or("");
+    if path.is_empty() || path == ":memory:" || rest.contains("mode=memory") {
+        return None;
+    }
+    Some(path.to_string())
 }
 
 fn warn_about(config: &Config) {
@@ -187,3 +284,22 @@ pub async fn shutdown_signal() {
 
 /// Bounds how long a test waits for the server task to end.
 pub const TEST_SHUTDOWN: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::sqlite_path;
+
+    #[test]
+    fn sqlite_paths() {
+        assert_eq!(
+            sqlite_path("sqlite://overdue.db").as_deref(),
+            Some("overdue.db")
+        );
+        assert_eq!(
+            sqlite_path("sqlite:///var/lib/o.db?mode=rwc").as_deref(),
+            Some("/var/lib/o.db")
+        );
+        assert_eq!(sqlite_path("sqlite::memory:"), None);
+        assert_eq!(sqlite_path("postgres://x/y"), None);
+    }
+}

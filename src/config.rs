@@ -325,6 +325,23 @@ impl Config {
             }
         }
 
+        // A leader starts a delivery only while its lease outlives the
+        // attempt, and renews it every fifth of lease_ttl: an attempt must
+        // fit in what is left after a renewal.
+        if let (Some(url), Some(ttl), Some(n)) = (&database_url, lease_ttl, &notify) {
+            if is_postgres_url(url.expose()) {
+                for (i, r) in n.receivers.iter().enumerate() {
+                    if r.timeout * 4 >= ttl * 3 {
+                        errors.push(format!(
+                            "receivers[{i}].timeout: {} must be shorter than 3/4 of lease_ttl ({}) \
+                             with PostgreSQL, so a delivery never outlives the leader's lease",
+                            humantime::format_duration(r.timeout),
+                            humantime::format_duration(ttl)
+                        ));
+                    }
+                }
+            }
+        }
         if !errors.is_empty() {
             return Err(ConfigErrors(errors));
         }

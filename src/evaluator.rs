@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::evaluate::{evaluate, instant, Rules, RulesCache, Span};
 use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::Status;
+use crate::lease::{is_leader, LeaderWatch};
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::store::{EvalCheck, Store, StoredStatus, Touched, Transition};
 
@@ -426,18 +427,40 @@ impl Evaluator {
         )
     }
 
-    /// Runs until `stop` fires: loads every check, then sleeps until the next
-    /// deadline or notice.
-    pub async fn run(mut self, stop: CancellationToken) {
-        let mut loaded = false;
-        while !loaded {
+    /// Runs until `stop` fires. While this replica leads (`leader`): loads
+    /// every check, then sleeps until the next deadline or notice. While it
+    /// follows, notices are dropped: a new term starts from the database.
+    pub async fn run(mut self, stop: CancellationToken, mut leader: LeaderWatch) {
+        loop {
+            while !is_leader(&leader.borrow()) {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    changed = leader.changed() => if changed.is_err() { return },
+                    notice = self.rx.recv() => if notice.is_none() { return },
+                }
+            }
+            if !self.lead(&stop, &mut leader).await {
+                return;
+            }
+            tracing::info!("evaluator stopped: this replica no longer leads");
+        }
+    }
+
+    /// One term as leader; false when `stop` fired (or the channels closed).
+    async fn lead(&mut self, stop: &CancellationToken, leader: &mut LeaderWatch) -> bool {
+        self.entries.clear();
+        self.heap.clear();
+        loop {
             match self.load(now_ms()).await {
-                Ok(()) => loaded = true,
+                Ok(()) => break,
                 Err(e) => {
                     tracing::error!(error = %format!("{e:#}"), "evaluator cannot load checks; retrying");
                     tokio::select! {
-                        _ = stop.cancelled() => return,
+                        _ = stop.cancelled() => return false,
                         _ = tokio::time::sleep(RETRY) => {}
+                    }
+                    if !is_leader(&leader.borrow()) {
+                        return true;
                     }
                 }
             }
@@ -452,9 +475,17 @@ impl Evaluator {
                 None => Duration::from_secs(3600),
             };
             tokio::select! {
-                _ = stop.cancelled() => break,
+                _ = stop.cancelled() => return false,
+                changed = leader.changed() => {
+                    if changed.is_err() {
+                        return false;
+                    }
+                    if !is_leader(&leader.borrow()) {
+                        return true;
+                    }
+                }
                 notice = self.rx.recv() => {
-                    let Some(notice) = notice else { break };
+                    let Some(notice) = notice else { return false };
                     let now = now_ms();
                     self.handle(notice, now).await;
                     while let Ok(n) = self.rx.try_recv() {

@@ -305,7 +305,7 @@ fn describe_spell(windows: &[Window], start: usize, minutes: usize) -> String {
     }
     let day = |m: usize| DAY_NAMES[m / MINUTES_PER_DAY];
     let same_day = start / MINUTES_PER_DAY == end / MINUTES_PER_DAY && minutes < MINUTES_PER_DAY;
-    let ends_at_midnight = end % MINUTES_PER_DAY == 0 && minutes <= MINUTES_PER_DAY;
+    let ends_at_midnight = end.is_multiple_of(MINUTES_PER_DAY) && minutes <= MINUTES_PER_DAY;
     if same_day || ends_at_midnight {
         let end = if ends_at_midnight {
             "24:00".to_string()

@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use crate::evaluator::{EvaluatorHandle, Notice};
+use crate::lease::{is_leader, LeaderWatch};
 use crate::store::{CheckRef, NewPing, Store, StoreError};
 
 /// Why a ping could not be stored.
@@ -52,6 +53,7 @@ impl Ingest {
         tracker: &TaskTracker,
         stop: CancellationToken,
         evaluator: EvaluatorHandle,
+        leader: LeaderWatch,
     ) -> Result<Arc<Ingest>, StoreError> {
         let refs = store.all_check_refs().await?;
         let mut by_uuid = HashMap::with_capacity(refs.len());
@@ -75,7 +77,13 @@ impl Ingest {
             appended.clone(),
             appender_done.clone(),
         ));
-        tracker.spawn(folder(store.clone(), appended, appender_done, evaluator));
+        tracker.spawn(folder(
+            store.clone(),
+            appended,
+            appender_done,
+            evaluator,
+            leader,
+        ));
         Ok(Arc::new(Ingest {
             store,
             by_uuid: RwLock::new(by_uuid),
@@ -216,11 +224,16 @@ async fn appender(
 /// Folds the inbox every [`FOLD_EVERY`] (on SQLite only after appends, since
 /// no other process writes its inbox) and tells the evaluator what changed.
 /// After the appender is done it folds what is left and stops.
+///
+/// Only the leader folds: its evaluator must hear of every fold. A
+/// follower's pings wait in the inbox (durable, and read back exactly) until
+/// the leader folds them, a tenth of a second later.
 async fn folder(
     store: Arc<dyn Store>,
     appended: Arc<AtomicBool>,
     appender_done: CancellationToken,
     evaluator: EvaluatorHandle,
+    leader: LeaderWatch,
 ) {
     let mut tick = tokio::time::interval(FOLD_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -230,7 +243,9 @@ async fn folder(
             _ = appender_done.cancelled() => true,
             _ = tick.tick() => false,
         };
-        if last_round || behind || store.shared() || appended.swap(false, Ordering::AcqRel) {
+        if !is_leader(&leader.borrow()) {
+            behind = false;
+        } else if last_round || behind || store.shared() || appended.swap(false, Ordering::AcqRel) {
             behind = !fold_all(&*store, &evaluator).await;
         }
         if last_round {

@@ -266,7 +266,7 @@ both_backends!(quiet_hours_are_reported, |backend| async move {
 fn child_config(db: &TestDb) -> std::path::PathBuf {
     write_config(
         db.dir.path(),
-        &db.config_toml("heartbeat_period = \"200ms\""),
+        &db.config_toml("heartbeat_period = \"200ms\"\nlease_ttl = \"1s\""),
     )
 }
 
@@ -349,7 +349,14 @@ both_backends!(
             transitions(f).last().map(String::as_str) == Some("late>down")
         })
         .await;
-        assert_eq!(transitions(&flips), vec!["new>up", "up>late", "late>down"]);
+        // Killed at once, the first process may not have recorded `up` yet
+        // (on PostgreSQL it first takes the leader lease); either way the
+        // check goes down exactly once.
+        let seen = transitions(&flips);
+        assert!(
+            seen == ["new>up", "up>late", "late>down"] || seen == ["new>late", "late>down"],
+            "{seen:?}"
+        );
         let down_at = instant(&flips["flips"][0]["at"]);
         // The restart took a moment; whatever of it was unobserved only delays the instant.
         assert!(down_at - last_success >= chrono::Duration::seconds(2));

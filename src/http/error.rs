@@ -33,6 +33,7 @@ impl From<StoreError> for AppError {
         match e {
             StoreError::NotFound => AppError::NotFound("not found".to_string()),
             StoreError::Conflict(m) => AppError::Conflict(m),
+            StoreError::NotLeader => AppError::Unavailable(anyhow::anyhow!("not the leader")),
             StoreError::Other(e) => AppError::Unavailable(e),
         }
     }

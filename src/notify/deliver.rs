@@ -20,10 +20,14 @@ use super::receiver::{Receiver, SendContext, SendError};
 use super::NotifyConfig;
 use crate::domain::ping::UnixMs;
 use crate::evaluator::now_ms;
+use crate::lease::{is_leader, remaining, LeaderWatch};
 use crate::store::notify::{
     AlertQuery, AttemptResult, NewNotification, NotificationRecord, KIND_ALERTS, KIND_UNDELIVERED,
 };
 use crate::store::Store;
+
+/// An attempt starts only while the lease outlives its timeout by this much.
+const LEASE_MARGIN: Duration = Duration::from_millis(250);
 
 /// Retry and concurrency settings (`[notifications]` in the config).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +127,9 @@ pub struct Deliverer {
     in_flight: Arc<Mutex<HashSet<String>>>,
     tasks: TaskTracker,
     last_sweep: UnixMs,
+    /// This replica's leadership; `None` (in tests that drive `tick`) means
+    /// always leader.
+    leader: Option<LeaderWatch>,
 }
 
 impl Deliverer {
@@ -156,6 +163,17 @@ impl Deliverer {
             tasks: TaskTracker::new(),
             last_sweep: now_ms(),
             config,
+            leader: None,
+        }
+    }
+
+    /// True when an attempt bounded by `timeout` may start now: only while
+    /// the lease will outlive it, so a leader that is about to lose its lease
+    /// (or lost it) sends nothing new.
+    fn may_start(&self, timeout: Duration) -> bool {
+        match &self.leader {
+            None => true,
+            Some(w) => remaining(&w.borrow()) > timeout + LEASE_MARGIN,
         }
     }
 
@@ -173,6 +191,13 @@ impl Deliverer {
         for n in due {
             if busy.contains(&n.receiver) {
                 continue;
+            }
+            let timeout = self
+                .config
+                .receiver(&n.receiver)
+                .map_or(Duration::ZERO, |r| r.timeout);
+            if !self.may_start(timeout) {
+                break;
             }
             if !self.claim(&n.id) {
                 continue;
@@ -234,6 +259,14 @@ impl Deliverer {
         let mut still_dead = Vec::new();
         for n in dead {
             let retry = n.retryable && n.created_at >= since && n.kind == KIND_ALERTS;
+            let timeout = self
+                .config
+                .receiver(&n.receiver)
+                .map_or(Duration::ZERO, |r| r.timeout);
+            if retry && !self.may_start(timeout) {
+                still_dead.push(n);
+                continue;
+            }
             if retry {
                 let job = Attempt {
                     store: self.store.clone(),
@@ -292,42 +325,57 @@ impl Deliverer {
         let _ = tokio::time::timeout(bound, self.tasks.wait()).await;
     }
 
-    /// Runs until `stop` fires.
-    pub async fn run(mut self, stop: CancellationToken) {
-        loop {
-            let now = now_ms();
-            if now - self.last_sweep >= ms(self.config.delivery.sweep_interval) {
-                if let Err(e) = self.sweep(now).await {
-                    tracing::warn!(error = %format!("{e:#}"), "dead-letter sweep failed");
+    /// Runs until `stop` fires; delivers only while this replica leads.
+    pub async fn run(mut self, stop: CancellationToken, mut leader: LeaderWatch) {
+        self.leader = Some(leader.clone());
+        'outer: loop {
+            while !is_leader(&leader.borrow()) {
+                tokio::select! {
+                    _ = stop.cancelled() => break 'outer,
+                    changed = leader.changed() => if changed.is_err() { break 'outer },
                 }
             }
-            let started = match self.tick(now).await {
-                Ok(n) => n,
-                Err(e) => {
-                    tracing::warn!(error = %format!("{e:#}"), "cannot read due notifications");
-                    0
+            tracing::info!("delivering notifications as leader");
+            self.last_sweep = now_ms();
+            while is_leader(&leader.borrow()) {
+                let now = now_ms();
+                if now - self.last_sweep >= ms(self.config.delivery.sweep_interval) {
+                    if let Err(e) = self.sweep(now).await {
+                        tracing::warn!(error = %format!("{e:#}"), "dead-letter sweep failed");
+                    }
                 }
-            };
-            let next = match self.store.next_due().await {
-                // Due but nothing could start: every due one is in flight or
-                // its receiver is busy; a finishing attempt wakes us.
-                Ok(Some(at)) if at <= now && started == 0 => i64::MAX,
-                Ok(Some(at)) => at,
-                _ => i64::MAX,
-            };
-            let sweep_at = self.last_sweep + ms(self.config.delivery.sweep_interval);
-            // Look again at least every few seconds: another replica's
-            // enqueue or a retry that became due does not wake us.
-            let until = next.max(now_ms() + 20).min(sweep_at).min(now_ms() + 5_000);
-            let wait = Duration::from_millis(u64::try_from(until - now_ms()).unwrap_or(0));
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                _ = self.wake.notified() => {}
-                _ = tokio::time::sleep(wait) => {}
+                let started = match self.tick(now).await {
+                    Ok(n) => n,
+                    Err(e) => {
+                        tracing::warn!(error = %format!("{e:#}"), "cannot read due notifications");
+                        0
+                    }
+                };
+                let next = match self.store.next_due().await {
+                    // Due but nothing could start: every due one is in flight,
+                    // its receiver is busy, or the lease is about to be
+                    // renewed; a finishing attempt or a renewal wakes us.
+                    Ok(Some(at)) if at <= now && started == 0 => i64::MAX,
+                    Ok(Some(at)) => at,
+                    _ => i64::MAX,
+                };
+                let sweep_at = self.last_sweep + ms(self.config.delivery.sweep_interval);
+                // Look again at least every few seconds: a retry that became
+                // due elsewhere does not wake us.
+                let until = next.max(now_ms() + 20).min(sweep_at).min(now_ms() + 5_000);
+                let wait = Duration::from_millis(u64::try_from(until - now_ms()).unwrap_or(0));
+                tokio::select! {
+                    _ = stop.cancelled() => break 'outer,
+                    changed = leader.changed() => if changed.is_err() { break 'outer },
+                    _ = self.wake.notified() => {}
+                    _ = tokio::time::sleep(wait) => {}
+                }
             }
+            tracing::info!("delivery stopped: this replica no longer leads");
         }
-        // The caller bounds the whole shutdown; attempts in flight finish or
-        // are abandoned with it (and sent again, with the same key, later).
+        // Attempts in flight finish (bounded by their timeout, which the
+        // lease outlives); what has not started stays pending for the next
+        // leader: handed back, never lost.
         self.tasks.close();
         self.tasks.wait().await;
     }

@@ -18,6 +18,7 @@ use super::route::{Route, RouteTree};
 use super::silence::Silence;
 use super::NotifyConfig;
 use crate::domain::ping::UnixMs;
+use crate::lease::{is_leader, LeaderWatch};
 use crate::store::notify::{AlertQuery, AlertSource, NewNotification, KIND_ALERTS};
 use crate::store::Store;
 
@@ -627,14 +628,38 @@ impl Dispatcher {
         }
     }
 
-    /// Runs until `stop` fires.
-    pub async fn run(mut self, stop: CancellationToken) {
+    /// Runs until `stop` fires; dispatches only while this replica leads
+    /// (each term starts from what the database says was sent).
+    pub async fn run(mut self, stop: CancellationToken, mut leader: LeaderWatch) {
+        loop {
+            while !is_leader(&leader.borrow()) {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    changed = leader.changed() => if changed.is_err() { return },
+                    notice = self.rx.recv() => if notice.is_none() { return },
+                }
+            }
+            if !self.lead(&stop, &mut leader).await {
+                return;
+            }
+            tracing::info!("dispatcher stopped: this replica no longer leads");
+        }
+    }
+
+    /// One term as leader; false when `stop` fired.
+    async fn lead(&mut self, stop: &CancellationToken, leader: &mut LeaderWatch) -> bool {
         let now_ms = crate::evaluator::now_ms;
+        self.alerts.clear();
+        self.groups.clear();
+        self.schedule.clear();
         while let Err(e) = self.load(now_ms()).await {
             tracing::error!(error = %format!("{e:#}"), "dispatcher cannot load; retrying");
             tokio::select! {
-                _ = stop.cancelled() => return,
+                _ = stop.cancelled() => return false,
                 _ = tokio::time::sleep(Duration::from_millis(RETRY_MS as u64)) => {}
+            }
+            if !is_leader(&leader.borrow()) {
+                return true;
             }
         }
         let mut last_resync = now_ms();
@@ -651,9 +676,17 @@ impl Dispatcher {
                 .min(last_resync + ms(RESYNC));
             let wait = Duration::from_millis(u64::try_from(until - now_ms()).unwrap_or(0));
             tokio::select! {
-                _ = stop.cancelled() => break,
+                _ = stop.cancelled() => return false,
+                changed = leader.changed() => {
+                    if changed.is_err() {
+                        return false;
+                    }
+                    if !is_leader(&leader.borrow()) {
+                        return true;
+                    }
+                }
                 notice = self.rx.recv() => {
-                    let Some(notice) = notice else { break };
+                    let Some(notice) = notice else { return false };
                     let now = now_ms();
                     self.handle(notice, now).await;
                     while let Ok(n) = self.rx.try_recv() {

@@ -13,6 +13,7 @@ use crate::domain::check::{CheckSpec, Methods, Schedule, WindowInput};
 use crate::domain::ping::{OpenRun, PingKind, RunChange, Summary, Thresholds, UnixMs};
 use crate::domain::status::{Reason, Status};
 
+pub mod lease;
 pub mod notify;
 pub mod postgres;
 pub mod sqlite;
@@ -24,6 +25,10 @@ pub enum StoreError {
     NotFound,
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A leader-only write by a replica that does not hold the lease (any
+    /// more): refused, so an ex-leader never writes after losing it.
+    #[error("this replica does not hold the leader lease")]
+    NotLeader,
     #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
@@ -572,7 +577,7 @@ pub struct RunRecord {
 
 /// The storage operations the server needs.
 #[async_trait]
-pub trait Store: notify::NotifyStore + Send + Sync + 'static {
+pub trait Store: notify::NotifyStore + lease::LeaseStore + Send + Sync + 'static {
     /// Succeeds when the database answers.
     async fn health(&self) -> Result<(), StoreError>;
     /// True when other processes may write to the same database (PostgreSQL).

@@ -321,6 +321,7 @@ macro_rules! impl_notify_store {
                 &self,
                 n: &$crate::store::notify::NewNotification,
             ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_fenced().await?;
                 let done = sqlx::query(
                     "INSERT INTO notifications (id, group_key, receiver, seq, kind, created_at, announced, \
                      firing, payload, state, next_attempt_at) \
@@ -336,8 +337,9 @@ macro_rules! impl_notify_store {
                 .bind(serde_json::to_string(&n.firing).unwrap_or_else(|_| "[]".into()))
                 .bind(&n.payload)
                 .bind(n.created_at)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
+                tx.commit().await?;
                 Ok(done.rows_affected() == 1)
             }
 
@@ -377,7 +379,7 @@ macro_rules! impl_notify_store {
                 result: &$crate::store::notify::AttemptResult,
             ) -> Result<(), $crate::store::StoreError> {
                 use $crate::store::notify::AttemptResult;
-                let mut tx = self.pool.begin().await?;
+                let mut tx = self.begin_fenced().await?;
                 let error = match result {
                     AttemptResult::Retry { error, .. } | AttemptResult::Dead { error, .. } => {
                         Some(error.as_str())
@@ -449,7 +451,7 @@ macro_rules! impl_notify_store {
                 reported: &[String],
             ) -> Result<bool, $crate::store::StoreError> {
                 use $crate::store::notify::{placeholders, CHUNK};
-                let mut tx = self.pool.begin().await?;
+                let mut tx = self.begin_fenced().await?;
                 let done = sqlx::query(
                     "INSERT INTO notifications (id, group_key, receiver, seq, kind, created_at, announced, \
                      firing, payload, state, next_attempt_at) \

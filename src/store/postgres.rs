@@ -28,6 +28,10 @@ use crate::domain::ping::{clamp_items, PingKind, RunChange, Summary, UnixMs};
 /// The PostgreSQL implementation of [`Store`].
 pub struct PgStore {
     pool: PgPool,
+    /// (holder, token) of the lease this replica last held; leader-only
+    /// writes carry it. `None` until the first lease (tools and tests that
+    /// write without one).
+    fence: std::sync::RwLock<Option<(String, i64)>>,
 }
 
 type Locked = WriterCheck;
@@ -45,7 +49,10 @@ impl PgStore {
             .run(&pool)
             .await
             .context("cannot apply PostgreSQL migrations")?;
-        Ok(PgStore { pool })
+        Ok(PgStore {
+            pool,
+            fence: std::sync::RwLock::new(None),
+        })
     }
 
     /// A read-only transaction that reads one snapshot throughout.
@@ -173,7 +180,7 @@ impl Store for PgStore {
         run_id: i64,
         at: UnixMs,
     ) -> Result<Option<Touched>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_fenced().await?;
         let sql = format!(
             "SELECT {WRITER_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
              WHERE c.id = $1 FOR UPDATE"
@@ -241,7 +248,7 @@ impl Store for PgStore {
             return Ok(());
         }
         let rows = TransitionRows::new(batch);
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_fenced().await?;
         let (ids, statuses, reasons, since, quiet): (Vec<_>, Vec<_>, Vec<_>, Vec<_>, Vec<_>) =
             unzip5(rows.status.iter().copied());
         sqlx::query(
@@ -902,6 +909,131 @@ fn unzip5<A, B, C, D, E>(items: impl Iterator<Item = (A, B, C, D, E)>) -> Column
         c.4.push(e);
     }
     c
+}
+
+/// The database's clock in Unix ms: every lease instant is on this clock.
+const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+impl PgStore {
+    /// A transaction for a leader-only write: it locks the lease row for
+    /// share and checks that this replica still holds it, so no other
+    /// replica can take it over before this transaction ends.
+    pub(crate) async fn begin_fenced(
+        &self,
+    ) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, StoreError> {
+        let fence = self.fence.read().map(|f| f.clone()).unwrap_or(None);
+        let mut tx = self.pool.begin().await?;
+        if let Some((holder, token)) = fence {
+            let sql = format!(
+                "SELECT token FROM leases WHERE name = $1 AND holder = $2 AND token = $3 \
+                 AND expires_at > {DB_NOW_MS} FOR SHARE"
+            );
+            let held: Option<(i64,)> = sqlx::query_as(&sql)
+                .bind(super::lease::LEADER)
+                .bind(&holder)
+                .bind(token)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if held.is_none() {
+                return Err(StoreError::NotLeader);
+            }
+        }
+        Ok(tx)
+    }
+}
+
+#[async_trait]
+impl super::lease::LeaseStore for PgStore {
+    async fn acquire_lease(
+        &self,
+        holder: &str,
+        ttl_ms: i64,
+    ) -> Result<Option<super::lease::Lease>, StoreError> {
+        // Renew our own lease, or take one that has expired; a new holder
+        // gets the next token.
+        let sql = format!(
+            "INSERT INTO leases (name, holder, token, expires_at) VALUES ($1, $2, 1, {DB_NOW_MS} + $3) \
+             ON CONFLICT (name) DO UPDATE SET \
+               token = CASE WHEN leases.holder = excluded.holder THEN leases.token ELSE leases.token + 1 END, \
+               holder = excluded.holder, expires_at = excluded.expires_at \
+             WHERE leases.holder = excluded.holder OR leases.expires_at <= {DB_NOW_MS} \
+             RETURNING token, expires_at - {DB_NOW_MS}"
+        );
+        let got: Option<(i64, i64)> = sqlx::query_as(&sql)
+            .bind(super::lease::LEADER)
+            .bind(holder)
+            .bind(ttl_ms)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(got.map(|(token, remaining_ms)| {
+            if let Ok(mut f) = self.fence.write() {
+                *f = Some((holder.to_string(), token));
+            }
+            super::lease::Lease {
+                token,
+                remaining_ms,
+            }
+        }))
+    }
+
+    async fn release_lease(&self, holder: &str) -> Result<(), StoreError> {
+        let sql =
+            format!("UPDATE leases SET expires_at = {DB_NOW_MS} WHERE name = $1 AND holder = $2");
+        sqlx::query(&sql)
+            .bind(super::lease::LEADER)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    fn single_process(&self) -> bool {
+        false
+    }
+
+    async fn watch_changes(
+        &self,
+        on_change: Box<dyn Fn(super::lease::Change) + Send + Sync>,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        use super::lease::Change;
+        loop {
+            let mut listener = match sqlx::postgres::PgListener::connect_with(&self.pool).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot listen for changes; retrying");
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    }
+                }
+            };
+            if let Err(e) = listener.listen("overdue_changes").await {
+                tracing::warn!(error = %format!("{e:#}"), "cannot listen for changes; retrying");
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                }
+            }
+            // Whatever happened before we listened is unknown.
+            on_change(Change::Unknown);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    got = listener.try_recv() => match got {
+                        Ok(Some(n)) => on_change(Change::parse(n.payload())),
+                        // The connection was lost; sqlx reconnects on the
+                        // next receive, and notifications in between are lost.
+                        Ok(None) => on_change(Change::Unknown),
+                        Err(e) => {
+                            tracing::warn!(error = %format!("{e:#}"), "lost the change listener; reconnecting");
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 super::notify::impl_notify_store!(PgStore);

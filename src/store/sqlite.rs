@@ -895,4 +895,43 @@ mod tests {
     }
 }
 
+impl SqliteStore {
+    /// A transaction for a leader-only write: one process per file, so it is
+    /// always the leader.
+    pub(crate) async fn begin_fenced(
+        &self,
+    ) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
+        Ok(self.pool.begin().await?)
+    }
+}
+
+#[async_trait]
+impl super::lease::LeaseStore for SqliteStore {
+    async fn acquire_lease(
+        &self,
+        _holder: &str,
+        _ttl_ms: i64,
+    ) -> Result<Option<super::lease::Lease>, StoreError> {
+        Ok(Some(super::lease::Lease {
+            token: 1,
+            remaining_ms: i64::MAX,
+        }))
+    }
+
+    async fn release_lease(&self, _holder: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn single_process(&self) -> bool {
+        true
+    }
+
+    async fn watch_changes(
+        &self,
+        _on_change: Box<dyn Fn(super::lease::Change) + Send + Sync>,
+        _stop: tokio_util::sync::CancellationToken,
+    ) {
+    }
+}
+
 super::notify::impl_notify_store!(SqliteStore);

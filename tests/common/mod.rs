@@ -325,6 +325,8 @@ pub fn client() -> reqwest::Client {
 pub struct ChildServer {
     pub child: Child,
     pub base: String,
+    /// Every line it wrote to stderr so far.
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl ChildServer {
@@ -343,6 +345,8 @@ impl ChildServer {
             .expect("spawn overdue");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = lines.clone();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines() {
@@ -355,12 +359,45 @@ impl ChildServer {
                     }
                 }
                 // Keep draining so the child never blocks on a full pipe.
+                kept.lock().unwrap().push(line);
             }
         });
         let base = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("overdue printed its address");
-        ChildServer { child, base }
+        ChildServer { child, base, lines }
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// Its replica id, from its "replica started" line.
+    pub fn replica(&self) -> String {
+        let log = self.log();
+        let line = log
+            .lines()
+            .find(|l| l.contains("replica started"))
+            .expect("a replica started line");
+        let at = line.find("replica=").expect("replica= field") + "replica=".len();
+        line[at..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .trim_matches('"')
+            .to_string()
+    }
+
+    /// Sends a signal (e.g. "STOP", "CONT", "TERM") to the process.
+    pub fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill(1)")
+            .success();
+        assert!(ok, "kill -{name} failed");
     }
 
     pub fn kill9(mut self) {

@@ -252,11 +252,29 @@ pub struct SendContext {
 /// The one HTTP client for all webhook-like receivers: no redirects followed,
 /// user agent `overdue/<version>`.
 pub fn http_client() -> reqwest::Client {
+    client_builder()
+        .build()
+        .expect("the HTTP client's TLS backend initialises")
+}
+
+/// The same client, whose requests also name the replica that sends them
+/// (`X-Overdue-Replica`), so an operator of several replicas can tell which
+/// one delivered a notification.
+pub fn http_client_for(replica: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Ok(v) = reqwest::header::HeaderValue::from_str(replica) {
+        headers.insert("x-overdue-replica", v);
+    }
+    client_builder()
+        .default_headers(headers)
+        .build()
+        .expect("the HTTP client's TLS backend initialises")
+}
+
+fn client_builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("overdue/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .expect("the HTTP client's TLS backend initialises")
 }
 
 /// Why a delivery attempt failed.

@@ -1,0 +1,202 @@
+//! Leadership: which replica evaluates checks, folds pings and sends
+//! notifications (SPEC §8).
+//!
+//! Every replica serves pings and the API. One of them, the leader, holds a
+//! lease row in the database (see `store::lease`): it renews it every fifth of
+//! its TTL, and the others try to take it a few times a second once it has
+//! expired. The leader's work runs only while [`is_leader`] says so; every
+//! leader-only write is also fenced in the database by the lease's token, so
+//! a replica that was paused or cut off past its TTL writes nothing after it
+//! lost the lease, even before it notices.
+//!
+//! On SQLite the one process is always the leader.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::Store;
+
+/// One term of leadership.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Term {
+    /// The lease's fencing token.
+    pub token: i64,
+    /// Until when this replica may act as leader, by its own monotonic
+    /// clock: the instant before the renewal was sent plus the TTL granted,
+    /// so never later than the lease really runs.
+    pub valid_until: Instant,
+}
+
+/// What workers watch: `Some` while this replica leads.
+pub type LeaderWatch = watch::Receiver<Option<Term>>;
+
+/// True while `term` is a term that has not run out.
+pub fn is_leader(term: &Option<Term>) -> bool {
+    term.is_some_and(|t| Instant::now() < t.valid_until)
+}
+
+/// How long this replica may still act as leader (zero when it is not).
+pub fn remaining(term: &Option<Term>) -> Duration {
+    term.map_or(Duration::ZERO, |t| {
+        t.valid_until.saturating_duration_since(Instant::now())
+    })
+}
+
+/// A watch that always says "leader" (SQLite: one process per database).
+pub fn always_leader() -> LeaderWatch {
+    let (tx, rx) = watch::channel(Some(Term {
+        token: 1,
+        valid_until: Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600),
+    }));
+    // Never dropped, so watchers never see the channel close: a few bytes
+    // once per start.
+    std::mem::forget(tx);
+    rx
+}
+
+/// Counters about the lease, for metrics and logs.
+#[derive(Debug, Default)]
+pub struct LeaseStats {
+    /// Successful renewals (and acquisitions).
+    pub renewals: AtomicU64,
+    /// Terms that ended other than by release at shutdown.
+    pub losses: AtomicU64,
+    /// Terms begun.
+    pub acquisitions: AtomicU64,
+}
+
+/// How often the leader renews: a fifth of the TTL, so four renewals may
+/// fail before the lease runs out.
+pub fn renew_every(ttl: Duration) -> Duration {
+    ttl / 5
+}
+
+/// How often a follower tries to take the lease: often enough that a
+/// released lease is taken over at once.
+pub fn poll_every(ttl: Duration) -> Duration {
+    (ttl / 10).min(Duration::from_millis(500))
+}
+
+/// Keeps the lease while leading and tries to take it while following, until
+/// `stop` fires; then releases it (a graceful shutdown hands over at once).
+pub async fn lease_loop(
+    store: Arc<dyn Store>,
+    replica: String,
+    ttl: Duration,
+    tx: watch::Sender<Option<Term>>,
+    stats: Arc<LeaseStats>,
+    stop: CancellationToken,
+) {
+    let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    loop {
+        let sent_at = Instant::now();
+        // The term this replica believes in, even if it ran out unnoticed
+        // (a frozen process): its end is still worth saying.
+        let held = *tx.borrow();
+        match store.acquire_lease(&replica, ttl_ms).await {
+            Ok(Some(lease)) => {
+                let granted =
+                    Duration::from_millis(u64::try_from(lease.remaining_ms).unwrap_or(0)).min(ttl);
+                let term = Term {
+                    token: lease.token,
+                    valid_until: sent_at + granted,
+                };
+                stats.renewals.fetch_add(1, Ordering::Relaxed);
+                if held.is_none_or(|h| h.token != lease.token || !is_leader(&Some(h))) {
+                    stats.acquisitions.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(replica = %replica, token = lease.token, "became the leader");
+                }
+                tx.send_replace(Some(term));
+            }
+            Ok(None) => {
+                if held.is_some() {
+                    stats.losses.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(replica = %replica, "lost the leader lease to another replica");
+                }
+                if tx.borrow().is_some() {
+                    tx.send_replace(None);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(replica = %replica, error = %format!("{e:#}"), "cannot renew or take the leader lease");
+                let current = *tx.borrow();
+                if current.is_some() && !is_leader(&current) {
+                    stats.losses.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(replica = %replica, "the leader lease ran out; stepping down");
+                    tx.send_replace(None);
+                }
+            }
+        }
+        let wait = if tx.borrow().is_some() {
+            renew_every(ttl)
+        } else {
+            poll_every(ttl)
+        };
+        // Wake when the term would run out, to step down on time even when
+        // the database does not answer.
+        let wait = match *tx.borrow() {
+            Some(t) => wait.min(t.valid_until.saturating_duration_since(Instant::now())),
+            None => wait,
+        };
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+    if tx.borrow().is_some() {
+        tx.send_replace(None);
+        match store.release_lease(&replica).await {
+            Ok(()) => tracing::info!(replica = %replica, "released the leader lease"),
+            Err(e) => {
+                tracing::warn!(replica = %replica, error = %format!("{e:#}"), "cannot release the leader lease; it runs out by itself")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_term_ends_at_its_instant() {
+        let now = Instant::now();
+        assert!(!is_leader(&None));
+        assert!(is_leader(&Some(Term {
+            token: 1,
+            valid_until: now + Duration::from_secs(5)
+        })));
+        assert!(!is_leader(&Some(Term {
+            token: 1,
+            valid_until: now
+        })));
+        assert_eq!(remaining(&None), Duration::ZERO);
+        assert!(
+            remaining(&Some(Term {
+                token: 1,
+                valid_until: now + Duration::from_secs(5)
+            })) <= Duration::from_secs(5)
+        );
+    }
+
+    #[test]
+    fn cadence_leaves_room_for_failed_renewals() {
+        let ttl = Duration::from_secs(15);
+        assert_eq!(renew_every(ttl), Duration::from_secs(3));
+        assert_eq!(poll_every(ttl), Duration::from_millis(500));
+        assert_eq!(
+            poll_every(Duration::from_secs(1)),
+            Duration::from_millis(100)
+        );
+    }
+
+    #[test]
+    fn sqlite_is_always_leader() {
+        let rx = always_leader();
+        assert!(is_leader(&rx.borrow()));
+    }
+}

@@ -1,0 +1,86 @@
+//! The leader lease (SPEC §8) and the fencing of leader-only writes.
+//!
+//! One row per lease holds its holder, a fencing token and its expiry by the
+//! database's clock. A replica takes the lease only once it has expired (or
+//! renews its own); the token grows with every new holder. Every leader-only
+//! write (status changes, notifications, delivery attempts) runs in a
+//! transaction that first locks the lease row `FOR SHARE` and checks that the
+//! holder and token are still this replica's and the lease has not expired:
+//! a paused or partitioned ex-leader can therefore write nothing once another
+//! replica holds the lease, and nobody can take the lease over in the middle
+//! of a leader's write.
+
+use async_trait::async_trait;
+
+use super::StoreError;
+
+/// The one lease overdue uses.
+pub const LEADER: &str = "leader";
+
+/// A held lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// The fencing token of this holder's term.
+    pub token: i64,
+    /// Milliseconds the lease still runs, by the database's clock.
+    pub remaining_ms: i64,
+}
+
+/// Storage for the leader lease.
+#[async_trait]
+pub trait LeaseStore: Send + Sync {
+    /// Takes or renews the lease for `holder` for `ttl_ms`; `None` while
+    /// another holder's lease runs. The fence of later leader-only writes is
+    /// set to the lease's token.
+    async fn acquire_lease(&self, holder: &str, ttl_ms: i64) -> Result<Option<Lease>, StoreError>;
+    /// Ends `holder`'s lease now, so another replica can take it at once.
+    async fn release_lease(&self, holder: &str) -> Result<(), StoreError>;
+    /// True when only one process can use the database (SQLite): that
+    /// process is always the leader.
+    fn single_process(&self) -> bool;
+    /// Calls `on_change` for every change any replica makes to a check or
+    /// to silences, until `stop` fires (PostgreSQL: LISTEN; SQLite, where
+    /// this process makes every change itself: returns at once).
+    async fn watch_changes(
+        &self,
+        on_change: Box<dyn Fn(Change) + Send + Sync>,
+        stop: tokio_util::sync::CancellationToken,
+    );
+}
+
+/// A change made by some replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A check was created, edited, paused, resumed or deleted.
+    Check(i64),
+    /// A silence was created, edited or deleted.
+    Silences,
+    /// Changes may have been missed (the listening connection was lost).
+    Unknown,
+}
+
+impl Change {
+    /// Parses a notification payload: `check:<id>` or `silences`.
+    pub fn parse(payload: &str) -> Change {
+        if payload == "silences" {
+            return Change::Silences;
+        }
+        payload
+            .strip_prefix("check:")
+            .and_then(|id| id.parse().ok())
+            .map_or(Change::Unknown, Change::Check)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_parse() {
+        assert_eq!(Change::parse("check:42"), Change::Check(42));
+        assert_eq!(Change::parse("silences"), Change::Silences);
+        assert_eq!(Change::parse("check:x"), Change::Unknown);
+        assert_eq!(Change::parse(""), Change::Unknown);
+    }
+}
