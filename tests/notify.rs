@@ -607,3 +607,70 @@ group_wait = "100ms"
     assert_eq!(hook.requests().len(), 2);
     drop(server);
 }
+
+both_backends!(
+    a_hanging_receiver_does_not_hold_up_the_others,
+    |backend| async move {
+        let slow = WebhookSink::start().await;
+        for _ in 0..10 {
+            slow.push(Behaviour::Hang);
+        }
+        let fast = WebhookSink::start().await;
+        let toml = format!(
+            r#"
+[[receivers]]
+name = "slow"
+type = "webhook"
+url = "{slow}"
+timeout = "10s"
+
+[[receivers]]
+name = "fast"
+type = "webhook"
+url = "{fast}"
+
+[route]
+receiver = "slow"
+group_by = ["check"]
+group_wait = "100ms"
+routes = [ {{ matchers = ['team="fast"'], receiver = "fast" }} ]
+
+[notifications]
+per_receiver = 2
+"#,
+            slow = slow.url("/slow"),
+            fast = fast.url("/fast"),
+        );
+        let server = TestServer::start(backend, &toml).await;
+        // Four failures for the hanging receiver fill its two slots (and wait
+        // for them); then one for the fast receiver.
+        for i in 0..4 {
+            failing(&server, &format!("s{i}"), json!({"team": "slow"})).await;
+        }
+        slow.wait_for(2, WAIT).await;
+        let started = Instant::now();
+        failing(&server, "f", json!({"team": "fast"})).await;
+        let got = fast.wait_for(1, WAIT).await;
+        assert_eq!(
+            alert_checks(&got[0].json(), "firing"),
+            BTreeSet::from(["f".to_string()])
+        );
+        // Delivered while the slow receiver's attempts still hang: nothing of
+        // the slow one has come back yet (its timeout is 10 s).
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(
+            slow.requests().len(),
+            2,
+            "only two slots for the slow receiver"
+        );
+        let pending = notifications_until(&server, "?receiver=slow", |l| l.len() == 4).await;
+        assert!(pending.iter().all(|n| n["state"] == "pending"));
+        // The evaluator is not held up either: a new failure is recorded at once.
+        let uuid = failing(&server, "g", json!({"team": "fast"})).await;
+        let check = server.get_json(&format!("/api/v1/checks/{uuid}")).await;
+        assert_eq!(check["status"], "down");
+        fast.wait_for(2, WAIT).await;
+        drop(slow);
+        let _ = tokio::time::timeout(Duration::from_secs(15), server.stop()).await;
+    }
+);
