@@ -115,6 +115,42 @@ pub fn after_failure(
     }
 }
 
+/// Which notifications this process is sending, so a notification is never
+/// attempted twice at once. An attempt that finished stays claimed until the
+/// next read of due rows begins: a read that started before its result was
+/// committed would otherwise still list it as due and send it again.
+#[derive(Debug, Default)]
+pub struct Claims {
+    running: HashSet<String>,
+    finished: HashSet<String>,
+}
+
+impl Claims {
+    /// Claims `id`; false when it is running or finished since the last read.
+    pub fn claim(&mut self, id: &str) -> bool {
+        if self.running.contains(id) || self.finished.contains(id) {
+            return false;
+        }
+        self.running.insert(id.to_string())
+    }
+
+    /// Gives back a claim whose attempt never started.
+    pub fn release(&mut self, id: &str) {
+        self.running.remove(id);
+    }
+
+    /// Marks an attempt as done and recorded.
+    pub fn finish(&mut self, id: &str) {
+        self.running.remove(id);
+        self.finished.insert(id.to_string());
+    }
+
+    /// A read of due rows begins: what finished before it may be claimed again.
+    pub fn begin_read(&mut self) {
+        self.finished.clear();
+    }
+}
+
 /// Sends what the dispatcher enqueued.
 pub struct Deliverer {
     store: Arc<dyn Store>,
@@ -124,7 +160,7 @@ pub struct Deliverer {
     wake: Arc<Notify>,
     global: Arc<Semaphore>,
     per_receiver: HashMap<String, Arc<Semaphore>>,
-    in_flight: Arc<Mutex<HashSet<String>>>,
+    in_flight: Arc<Mutex<Claims>>,
     tasks: TaskTracker,
     last_sweep: UnixMs,
     /// This replica's leadership; `None` (in tests that drive `tick`) means
@@ -159,7 +195,7 @@ impl Deliverer {
             ctx,
             base_url,
             wake,
-            in_flight: Arc::new(Mutex::new(HashSet::new())),
+            in_flight: Arc::new(Mutex::new(Claims::default())),
             tasks: TaskTracker::new(),
             last_sweep: now_ms(),
             config,
@@ -186,6 +222,7 @@ impl Deliverer {
             .filter(|(_, s)| s.available_permits() == 0)
             .map(|(n, _)| n.clone())
             .collect();
+        self.begin_read();
         let due = self.store.due_notifications(now, 256).await?;
         let mut started = 0;
         for n in due {
@@ -230,13 +267,21 @@ impl Deliverer {
     fn claim(&self, id: &str) -> bool {
         self.in_flight
             .lock()
-            .map(|mut s| s.insert(id.to_string()))
+            .map(|mut c| c.claim(id))
             .unwrap_or(false)
     }
 
     fn release(&self, id: &str) {
-        if let Ok(mut s) = self.in_flight.lock() {
-            s.remove(id);
+        if let Ok(mut c) = self.in_flight.lock() {
+            c.release(id);
+        }
+    }
+
+    /// Called before reading due rows: attempts that finished before this
+    /// point are committed, so the read cannot return them as still due.
+    fn begin_read(&self) {
+        if let Ok(mut c) = self.in_flight.lock() {
+            c.begin_read();
         }
     }
 
@@ -254,6 +299,7 @@ impl Deliverer {
     /// letters nobody was told about yet. Returns the notice's id.
     pub async fn sweep(&mut self, now: UnixMs) -> anyhow::Result<Option<String>> {
         self.last_sweep = now;
+        self.begin_read();
         let dead = self.store.dead_letters(0, 1000).await?;
         let since = now - ms(self.config.delivery.dead_letter_retry_for);
         let mut still_dead = Vec::new();
@@ -387,7 +433,7 @@ struct Attempt {
     receiver: Option<Arc<Receiver>>,
     ctx: Arc<SendContext>,
     settings: DeliverySettings,
-    in_flight: Arc<Mutex<HashSet<String>>>,
+    in_flight: Arc<Mutex<Claims>>,
     wake: Arc<Notify>,
 }
 
@@ -421,8 +467,8 @@ impl Attempt {
                 tracing::info!(id = %n.id, receiver = %n.receiver, "dead letter obsolete: its alerts resolved")
             }
         }
-        if let Ok(mut s) = self.in_flight.lock() {
-            s.remove(&n.id);
+        if let Ok(mut c) = self.in_flight.lock() {
+            c.finish(&n.id);
         }
         self.wake.notify_one();
         recorded
@@ -568,6 +614,24 @@ mod tests {
     use proptest::prelude::*;
 
     const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_finished_attempt_is_not_claimed_again_by_a_read_that_began_before() {
+        let mut c = Claims::default();
+        assert!(c.claim("a"));
+        assert!(!c.claim("a"), "running");
+        // A read begins while "a" is still running…
+        c.begin_read();
+        // …"a" finishes and is recorded; the read still lists it as due.
+        c.finish("a");
+        assert!(!c.claim("a"), "that read must not send it again");
+        // The next read sees the recorded result; claiming is fine again
+        // (a retry that became due).
+        c.begin_read();
+        assert!(c.claim("a"));
+        c.release("a");
+        assert!(c.claim("a"));
+    }
 
     #[test]
     fn backoff_ceiling_doubles_up_to_the_max() {
