@@ -13,6 +13,7 @@ use crate::domain::check::{CheckSpec, Methods, Schedule, WindowInput};
 use crate::domain::ping::{OpenRun, PingKind, RunChange, Summary, Thresholds, UnixMs};
 use crate::domain::status::{Reason, Status};
 
+pub mod metrics;
 pub mod notify;
 pub mod postgres;
 pub mod sqlite;
@@ -572,7 +573,7 @@ pub struct RunRecord {
 
 /// The storage operations the server needs.
 #[async_trait]
-pub trait Store: notify::NotifyStore + Send + Sync + 'static {
+pub trait Store: notify::NotifyStore + metrics::MetricsStore + Send + Sync + 'static {
     /// Succeeds when the database answers.
     async fn health(&self) -> Result<(), StoreError>;
     /// True when other processes may write to the same database (PostgreSQL).

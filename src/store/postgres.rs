@@ -905,3 +905,4 @@ fn unzip5<A, B, C, D, E>(items: impl Iterator<Item = (A, B, C, D, E)>) -> Column
 }
 
 super::notify::impl_notify_store!(PgStore);
+super::metrics::impl_metrics_store!(PgStore);

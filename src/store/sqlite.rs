@@ -896,3 +896,4 @@ mod tests {
 }
 
 super::notify::impl_notify_store!(SqliteStore);
+super::metrics::impl_metrics_store!(SqliteStore);
