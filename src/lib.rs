@@ -11,5 +11,6 @@ pub mod evaluator;
 pub mod explain;
 pub mod http;
 pub mod ingest;
+pub mod metrics;
 pub mod notify;
 pub mod store;
