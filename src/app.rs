@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::evaluator::{Evaluator, Observed};
 use crate::http::{router, AppState};
 use crate::ingest::Ingest;
+use crate::metrics::Metrics;
 use crate::notify::deliver::Deliverer;
 use crate::notify::dispatch::{DispatchHandle, Dispatcher};
 use crate::notify::receiver::{http_client, SendContext};
@@ -26,6 +27,31 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    run_with_metrics_listener(config, listener, None, shutdown).await
+}
+
+/// Like [`run`]; `/metrics` is served on `metrics_listener` when given, else
+/// on `[metrics] listen` when set (bound here), else on `listener`.
+pub async fn run_with_metrics_listener(
+    config: Config,
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let metrics_listener = match (metrics_listener, config.metrics.listen) {
+        (Some(l), _) => Some(l),
+        (None, Some(addr)) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("metrics.listen: cannot listen on {addr}"))?,
+        ),
+        (None, None) => None,
+    };
+    let mut config = config;
+    if let Some(l) = &metrics_listener {
+        // The router serves /metrics only where the config says.
+        config.metrics.listen = Some(l.local_addr().context("metrics listener has no address")?);
+    }
     let config = Arc::new(config);
     warn_about(&config);
     let store = crate::store::open(&config).await?;
@@ -56,12 +82,17 @@ pub async fn run(
         workers_stop.clone(),
     ));
 
+    let metrics = Arc::new(Metrics::new(
+        config.notify.receivers.iter().map(|r| r.name.as_str()),
+    ));
     let (mut evaluator, evaluator_handle) = Evaluator::new(store.clone(), observed.clone());
-    let dispatch = start_notifications(&config, &store, &tracker, &workers_stop);
+    let dispatch = start_notifications(&config, &store, &tracker, &workers_stop, &metrics);
     if let Some(d) = &dispatch {
         evaluator.set_dispatch(d.clone());
     }
     tracker.spawn(evaluator.run(workers_stop.clone()));
+    // Every replica evaluates for now; a leader lease will set this.
+    metrics.set_leader(true);
 
     let ingest = Ingest::start(
         store.clone(),
@@ -79,18 +110,43 @@ pub async fn run(
         evaluator: evaluator_handle,
         observed,
         dispatch: dispatch.unwrap_or_else(DispatchHandle::disconnected),
+        metrics,
+    };
+    let metrics_stop = shutdown.child_token();
+    let metrics_server = match metrics_listener {
+        Some(l) => {
+            let addr = l.local_addr().context("metrics listener has no address")?;
+            tracing::info!("metrics listening on http://{addr}/metrics");
+            let app = crate::http::metrics::router().with_state(state.clone());
+            let stop = metrics_stop.clone();
+            Some(tokio::spawn(async move {
+                axum::serve(l, app.into_make_service_with_connect_info::<SocketAddr>())
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await
+            }))
+        }
+        None => None,
     };
     let app = router(state);
     let addr = listener.local_addr().context("listener has no address")?;
     tracing::info!("overdue listening on http://{addr}");
 
-    axum::serve(
+    let served = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown.cancelled_owned())
     .await
-    .context("HTTP server failed")?;
+    .context("HTTP server failed");
+    metrics_stop.cancel();
+    if let Some(task) = metrics_server {
+        match task.await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "metrics server failed"),
+            Err(e) => tracing::warn!(error = %e, "metrics server task failed"),
+            Ok(Ok(())) => {}
+        }
+    }
+    served?;
 
     workers_stop.cancel();
     tracker.close();
@@ -113,6 +169,7 @@ fn start_notifications(
     store: &Arc<dyn Store>,
     tracker: &TaskTracker,
     stop: &CancellationToken,
+    metrics: &Arc<Metrics>,
 ) -> Option<DispatchHandle> {
     let notify = Arc::new(config.notify.clone());
     if !notify.enabled() {
@@ -126,7 +183,7 @@ fn start_notifications(
         config.base_url.clone(),
         wake.clone(),
     );
-    let deliverer = Deliverer::new(
+    let mut deliverer = Deliverer::new(
         store.clone(),
         notify.clone(),
         Arc::new(SendContext {
@@ -135,6 +192,7 @@ fn start_notifications(
         config.base_url.clone(),
         wake,
     );
+    deliverer.set_metrics(metrics.clone());
     tracker.spawn(dispatcher.run(stop.clone()));
     tracker.spawn(deliverer.run(stop.clone()));
     tracing::info!(receivers = notify.receivers.len(), "notifications enabled");

@@ -20,6 +20,7 @@ use super::receiver::{Receiver, SendContext, SendError};
 use super::NotifyConfig;
 use crate::domain::ping::UnixMs;
 use crate::evaluator::now_ms;
+use crate::metrics::Metrics;
 use crate::store::notify::{
     AlertQuery, AttemptResult, NewNotification, NotificationRecord, KIND_ALERTS, KIND_UNDELIVERED,
 };
@@ -123,6 +124,8 @@ pub struct Deliverer {
     in_flight: Arc<Mutex<HashSet<String>>>,
     tasks: TaskTracker,
     last_sweep: UnixMs,
+    /// Counts every attempt, when set.
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Deliverer {
@@ -156,7 +159,13 @@ impl Deliverer {
             tasks: TaskTracker::new(),
             last_sweep: now_ms(),
             config,
+            metrics: None,
         }
+    }
+
+    /// Counts every delivery attempt in `overdue_notifications_total` from now on.
+    pub fn set_metrics(&mut self, metrics: Arc<Metrics>) {
+        self.metrics = Some(metrics);
     }
 
     /// Starts an attempt for every due notification that has a free slot;
@@ -193,6 +202,7 @@ impl Deliverer {
                 settings: self.config.delivery.clone(),
                 in_flight: self.in_flight.clone(),
                 wake: self.wake.clone(),
+                metrics: self.metrics.clone(),
             };
             self.tasks.spawn(async move {
                 job.run(n, false).await;
@@ -242,6 +252,7 @@ impl Deliverer {
                     settings: self.config.delivery.clone(),
                     in_flight: self.in_flight.clone(),
                     wake: self.wake.clone(),
+                    metrics: self.metrics.clone(),
                 };
                 if !self.claim(&n.id) {
                     continue;
@@ -341,6 +352,7 @@ struct Attempt {
     settings: DeliverySettings,
     in_flight: Arc<Mutex<HashSet<String>>>,
     wake: Arc<Notify>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Attempt {
@@ -351,6 +363,9 @@ impl Attempt {
         let at = now_ms();
         let result = self.attempt(&n, sweep, at).await;
         let latency = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        if let Some(m) = &self.metrics {
+            m.notification_attempt(&n.receiver, crate::store::notify::outcome(&result));
+        }
         let recorded = match self.store.record_attempt(&n.id, at, latency, &result).await {
             Ok(()) => Some(result.clone()),
             Err(e) => {
