@@ -203,7 +203,13 @@ mod tests {
     #[test]
     fn new_and_paused_checks_are_not_judged() {
         let r = rules(r#"{"interval":"1m"}"#);
-        let m = measure(&r, &Summary::default(), false, &[], t("2026-01-01T00:00:00Z"));
+        let m = measure(
+            &r,
+            &Summary::default(),
+            false,
+            &[],
+            t("2026-01-01T00:00:00Z"),
+        );
         assert_eq!(m.status, Status::New);
         assert!(m.up());
         assert_eq!((m.staleness, m.down_after), (None, None));
@@ -214,7 +220,10 @@ mod tests {
         let m = measure(&r, &s, true, &[], t("2026-01-01T01:00:00Z"));
         assert_eq!(m.status, Status::Paused);
         assert_eq!(m.staleness, Some(Duration::hours(1)));
-        assert_eq!(m.down_after, None, "no threshold: a paused check never goes down");
+        assert_eq!(
+            m.down_after, None,
+            "no threshold: a paused check never goes down"
+        );
     }
 
     #[test]

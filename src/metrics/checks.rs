@@ -388,8 +388,14 @@ mod tests {
         };
         let ids = |s: Vec<Selected>| s.iter().map(|s| s.id).collect::<Vec<_>>();
         assert_eq!(ids(select(page(), &settings(&[], r#"{team="data"}"#))), [1]);
-        assert_eq!(ids(select(page(), &settings(&[], r#"{team!="data"}"#))), [2, 3]);
-        assert_eq!(ids(select(page(), &settings(&[], r#"{check=~"b|c"}"#))), [2, 3]);
+        assert_eq!(
+            ids(select(page(), &settings(&[], r#"{team!="data"}"#))),
+            [2, 3]
+        );
+        assert_eq!(
+            ids(select(page(), &settings(&[], r#"{check=~"b|c"}"#))),
+            [2, 3]
+        );
         assert_eq!(ids(select(page(), &settings(&[], ""))), [1, 2, 3]);
     }
 
@@ -431,7 +437,11 @@ mod tests {
                 seen.push(name);
             }
         }
-        assert_eq!(seen.len(), 1 + 7, "families with values for new checks: {seen:?}");
+        assert_eq!(
+            seen.len(),
+            1 + 7,
+            "families with values for new checks: {seen:?}"
+        );
         assert!(text.contains("overdue_check_status{check=\"c7\",name=\"N\",status=\"new\"} 1\n"));
         assert!(text.contains("overdue_check_status{check=\"c7\",name=\"N\",status=\"up\"} 0\n"));
         assert_eq!(text.matches("status=\"new\"} 1").count(), 3000);

@@ -157,7 +157,9 @@ impl Metrics {
 
     /// Counts a ping answered without being stored.
     pub fn ping_rejected(&self, reason: Rejected) {
-        self.ping_rejected.with_label_values(&[reason.as_str()]).inc();
+        self.ping_rejected
+            .with_label_values(&[reason.as_str()])
+            .inc();
     }
 
     /// Counts one delivery attempt.
@@ -220,7 +222,10 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }
-        let version = format!("overdue_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+        let version = format!(
+            "overdue_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
         assert!(text.contains(&version), "{text}");
     }
 }

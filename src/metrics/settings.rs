@@ -148,10 +148,20 @@ mod tests {
             ..input()
         })
         .unwrap_err();
-        let keys: Vec<&str> = errors.iter().map(|e| e.split(':').next().unwrap()).collect();
+        let keys: Vec<&str> = errors
+            .iter()
+            .map(|e| e.split(':').next().unwrap())
+            .collect();
         assert_eq!(
             keys,
-            ["listen", "token", "labels[1]", "labels[2]", "labels[3]", "select"],
+            [
+                "listen",
+                "token",
+                "labels[1]",
+                "labels[2]",
+                "labels[3]",
+                "select"
+            ],
             "{errors:#?}"
         );
     }
@@ -172,6 +182,9 @@ mod tests {
         assert_eq!(s.token.as_ref().map(Secret::expose), Some("s3cret"));
         assert_eq!(s.listen, Some("127.0.0.1:9090".parse().unwrap()));
         assert_eq!(s.select.len(), 1);
-        assert!(!format!("{s:?}").contains("s3cret"), "the token stays out of Debug");
+        assert!(
+            !format!("{s:?}").contains("s3cret"),
+            "the token stays out of Debug"
+        );
     }
 }
