@@ -101,6 +101,8 @@ async fn per_check(state: &AppState, now: i64) -> Result<Vec<Row>, String> {
     };
     let settings = Arc::new(state.config.metrics.clone());
     let spans = Arc::new(state.observed.spans());
+    let started = std::time::Instant::now();
+    let (mut pages, mut waited, mut longest) = (0u32, Duration::ZERO, Duration::ZERO);
     let mut out = Vec::new();
     let mut after = 0;
     loop {
@@ -119,16 +121,30 @@ async fn per_check(state: &AppState, now: i64) -> Result<Vec<Row>, String> {
             continue;
         }
         let ids = selected.iter().map(|s| s.id).collect();
+        let asked = std::time::Instant::now();
         let states = tokio::time::timeout(EVALUATOR_TIMEOUT, state.evaluator.snapshot(ids))
             .await
             .map_err(|_| "the evaluator did not answer in time".to_string())?
             .ok_or_else(|| "the evaluator has stopped".to_string())?;
+        // The evaluator is busy with a page for at most this long.
+        let wait = asked.elapsed();
+        pages += 1;
+        waited += wait;
+        longest = longest.max(wait);
         let spans = spans.clone();
         let page_rows = tokio::task::spawn_blocking(move || rows(selected, states, &spans, now))
             .await
             .map_err(|e| e.to_string())?;
         out.extend(page_rows);
     }
+    tracing::debug!(
+        checks = out.len(),
+        pages,
+        measured_ms = started.elapsed().as_millis() as u64,
+        evaluator_wait_ms = waited.as_millis() as u64,
+        evaluator_wait_max_us = longest.as_micros() as u64,
+        "metrics scrape measured"
+    );
     Ok(out)
 }
 
