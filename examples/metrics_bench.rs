@@ -278,7 +278,10 @@ async fn bench(args: &Args) -> anyhow::Result<Value> {
     let started = Instant::now();
     load(&db, args.checks).await?;
     let load_s = started.elapsed().as_secs_f64();
-    eprintln!("metrics_bench: loaded {} checks in {load_s:.1} s", args.checks);
+    eprintln!(
+        "metrics_bench: loaded {} checks in {load_s:.1} s",
+        args.checks
+    );
 
     let config = dir.path().join("overdue.toml");
     std::fs::write(
