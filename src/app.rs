@@ -113,20 +113,8 @@ pub async fn run_with_metrics_listener(
         metrics,
     };
     let metrics_stop = shutdown.child_token();
-    let metrics_server = match metrics_listener {
-        Some(l) => {
-            let addr = l.local_addr().context("metrics listener has no address")?;
-            tracing::info!("metrics listening on http://{addr}/metrics");
-            let app = crate::http::metrics::router().with_state(state.clone());
-            let stop = metrics_stop.clone();
-            Some(tokio::spawn(async move {
-                axum::serve(l, app.into_make_service_with_connect_info::<SocketAddr>())
-                    .with_graceful_shutdown(stop.cancelled_owned())
-                    .await
-            }))
-        }
-        None => None,
-    };
+    let metrics_server = metrics_listener
+        .map(|l| crate::http::metrics::spawn_server(l, state.clone(), metrics_stop.clone()));
     let app = router(state);
     let addr = listener.local_addr().context("listener has no address")?;
     tracing::info!("overdue listening on http://{addr}");

@@ -8,6 +8,7 @@
 //! one page's copy at a time, never for a whole scrape.
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,9 @@ use axum::routing::get;
 use axum::Router;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use crate::domain::evaluate::instant;
@@ -33,6 +37,26 @@ const EVALUATOR_TIMEOUT: Duration = Duration::from_secs(10);
 /// The metrics route, for the main listener or a listener of its own.
 pub fn router() -> Router<AppState> {
     Router::new().route("/metrics", get(scrape))
+}
+
+/// Serves only `/metrics` on `listener` until `stop` fires.
+pub fn spawn_server(
+    listener: TcpListener,
+    state: AppState,
+    stop: CancellationToken,
+) -> JoinHandle<std::io::Result<()>> {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!("metrics listening on http://{addr}/metrics");
+    }
+    let app = router().with_state(state);
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await
+    })
 }
 
 async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
