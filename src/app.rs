@@ -15,7 +15,8 @@ use crate::evaluator::Notice;
 use crate::evaluator::{Evaluator, Observed};
 use crate::http::{router, AppState};
 use crate::ingest::Ingest;
-use crate::lease::{always_leader, lease_loop, LeaderWatch, LeaseStats};
+use crate::lease::{always_leader, is_leader, lease_loop, LeaderWatch};
+use crate::metrics::Metrics;
 use crate::notify::deliver::Deliverer;
 use crate::notify::dispatch::DispatchNotice;
 use crate::notify::dispatch::{DispatchHandle, Dispatcher};
@@ -30,6 +31,31 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    run_with_metrics_listener(config, listener, None, shutdown).await
+}
+
+/// Like [`run`]; `/metrics` is served on `metrics_listener` when given, else
+/// on `[metrics] listen` when set (bound here), else on `listener`.
+pub async fn run_with_metrics_listener(
+    config: Config,
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let metrics_listener = match (metrics_listener, config.metrics.listen) {
+        (Some(l), _) => Some(l),
+        (None, Some(addr)) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("metrics.listen: cannot listen on {addr}"))?,
+        ),
+        (None, None) => None,
+    };
+    let mut config = config;
+    if let Some(l) = &metrics_listener {
+        // The router serves /metrics only where the config says.
+        config.metrics.listen = Some(l.local_addr().context("metrics listener has no address")?);
+    }
     let config = Arc::new(config);
     warn_about(&config);
     // Held until this function returns: a second process on the same SQLite
@@ -65,8 +91,11 @@ pub async fn run(
 
     // Leadership: the lease outlives the workers, so that a graceful
     // shutdown finishes the leader's work before handing over.
+    let metrics = Arc::new(Metrics::new(
+        config.notify.receivers.iter().map(|r| r.name.as_str()),
+    ));
     let lease_stop = CancellationToken::new();
-    let lease_stats = Arc::new(LeaseStats::default());
+    let lease_stats = Arc::new(metrics.lease_stats());
     let (leader, lease_task) = if store.single_process() {
         (always_leader(), None)
     } else {
@@ -83,8 +112,31 @@ pub async fn run(
     };
     tracing::info!(replica = %replica, "replica started");
 
+    // overdue_is_leader follows this replica's leadership.
+    {
+        let metrics = metrics.clone();
+        let mut leader = leader.clone();
+        let stop = workers_stop.clone();
+        tracker.spawn(async move {
+            loop {
+                metrics.set_leader(is_leader(&leader.borrow()));
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    changed = leader.changed() => if changed.is_err() { break },
+                }
+            }
+        });
+    }
     let (mut evaluator, evaluator_handle) = Evaluator::new(store.clone(), observed.clone());
-    let dispatch = start_notifications(&config, &store, &tracker, &workers_stop, &leader, &replica);
+    let dispatch = start_notifications(
+        &config,
+        &store,
+        &tracker,
+        &workers_stop,
+        &leader,
+        &replica,
+        &metrics,
+    );
     if let Some(d) = &dispatch {
         evaluator.set_dispatch(d.clone());
     }
@@ -131,18 +183,31 @@ pub async fn run(
         evaluator: evaluator_handle,
         observed,
         dispatch: dispatch.unwrap_or_else(DispatchHandle::disconnected),
+        metrics,
     };
+    let metrics_stop = shutdown.child_token();
+    let metrics_server = metrics_listener
+        .map(|l| crate::http::metrics::spawn_server(l, state.clone(), metrics_stop.clone()));
     let app = router(state);
     let addr = listener.local_addr().context("listener has no address")?;
     tracing::info!("overdue listening on http://{addr}");
 
-    axum::serve(
+    let served = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown.cancelled_owned())
     .await
-    .context("HTTP server failed")?;
+    .context("HTTP server failed");
+    metrics_stop.cancel();
+    if let Some(task) = metrics_server {
+        match task.await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "metrics server failed"),
+            Err(e) => tracing::warn!(error = %e, "metrics server task failed"),
+            Ok(Ok(())) => {}
+        }
+    }
+    served?;
 
     workers_stop.cancel();
     tracker.close();
@@ -173,6 +238,7 @@ fn start_notifications(
     stop: &CancellationToken,
     leader: &LeaderWatch,
     replica: &str,
+    metrics: &Arc<Metrics>,
 ) -> Option<DispatchHandle> {
     let notify = Arc::new(config.notify.clone());
     if !notify.enabled() {
@@ -186,7 +252,7 @@ fn start_notifications(
         config.base_url.clone(),
         wake.clone(),
     );
-    let deliverer = Deliverer::new(
+    let mut deliverer = Deliverer::new(
         store.clone(),
         notify.clone(),
         Arc::new(SendContext {
@@ -195,6 +261,7 @@ fn start_notifications(
         config.base_url.clone(),
         wake,
     );
+    deliverer.set_metrics(metrics.clone());
     tracker.spawn(dispatcher.run(stop.clone(), leader.clone()));
     tracker.spawn(deliverer.run(stop.clone(), leader.clone()));
     tracing::info!(receivers = notify.receivers.len(), "notifications enabled");

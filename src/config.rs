@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::domain::check::{CheckInput, CheckSpec};
+use crate::metrics::settings::{MetricsInput, MetricsSettings};
 use crate::notify::deliver::DeliverySettings;
 use crate::notify::receiver::{Receiver, ReceiverInput};
 use crate::notify::route::{RouteDefaults, RouteInput, RouteTree};
@@ -107,6 +108,8 @@ pub struct Config {
     pub checks: Vec<CheckSpec>,
     /// Receivers, routes, silences and delivery settings.
     pub notify: NotifyConfig,
+    /// `[metrics]`: how /metrics is served.
+    pub metrics: MetricsSettings,
     /// Sections of SPEC §11 that are accepted but not acted on yet.
     pub reserved_sections: Vec<String>,
 }
@@ -153,11 +156,12 @@ const KNOWN_KEYS: &[&str] = &[
     "silences",
     "fallback_receiver",
     "notifications",
+    "metrics",
 ];
 
 /// Sections from SPEC §11 that later releases act on; accepted so that one
 /// config file can serve every version, and reported at start-up.
-const RESERVED_KEYS: &[&str] = &["metrics", "rate_limit", "webhooks", "dashboard"];
+const RESERVED_KEYS: &[&str] = &["rate_limit", "webhooks", "dashboard"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -315,6 +319,15 @@ impl Config {
             out
         });
         let notify = notify_config(&mut f);
+        let metrics: Option<MetricsInput> = f.get("metrics");
+        let metrics = metrics.and_then(|m| match MetricsSettings::from_input(m) {
+            Ok(m) => Some(m),
+            Err(errs) => {
+                f.errors
+                    .extend(errs.into_iter().map(|e| format!("metrics.{e}")));
+                None
+            }
+        });
         if let (Some(h), Some(l)) = (heartbeat_period, lease_ttl) {
             if l < h * 2 {
                 errors.push(format!(
@@ -365,6 +378,7 @@ impl Config {
             api_keys: api_keys.ok_or_else(missing)?,
             checks: checks.ok_or_else(missing)?,
             notify: notify.ok_or_else(missing)?,
+            metrics: metrics.ok_or_else(missing)?,
             reserved_sections,
         })
     }

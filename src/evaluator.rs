@@ -15,12 +15,12 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use chrono::Utc;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::evaluate::{evaluate, instant, Rules, RulesCache, Span};
@@ -101,18 +101,61 @@ pub enum Notice {
     Touched(Vec<Touched>),
     /// A check was created, edited, paused, resumed or deleted: reload it.
     Changed(i64),
+    /// A metrics scrape asks for a copy of what is held for these checks
+    /// (those it does not hold are left out).
+    Snapshot(Vec<i64>, oneshot::Sender<Vec<CheckState>>),
+}
+
+/// A copy of what the evaluator holds for one check, for a metrics scrape
+/// to measure outside the evaluator's task.
+#[derive(Debug, Clone)]
+pub struct CheckState {
+    pub id: i64,
+    pub rules: Rules,
+    pub summary: Summary,
+    pub paused: bool,
+}
+
+/// What the evaluator publishes about itself, read without asking it.
+#[derive(Debug)]
+struct Progress {
+    /// Every check has been loaded.
+    loaded: AtomicBool,
+    /// The earliest deadline not yet processed (`i64::MAX`: none).
+    earliest_due: AtomicI64,
 }
 
 /// The handle other parts hold: cheap to clone, never blocks.
 #[derive(Clone)]
 pub struct EvaluatorHandle {
     tx: mpsc::UnboundedSender<Notice>,
+    progress: Arc<Progress>,
 }
 
 impl EvaluatorHandle {
     /// Tells the evaluator about a change; dropped silently once it has stopped.
     pub fn notify(&self, notice: Notice) {
         let _ = self.tx.send(notice);
+    }
+
+    /// Copies of what the evaluator holds for these checks, in the order
+    /// asked; `None` once it has stopped.
+    pub async fn snapshot(&self, ids: Vec<i64>) -> Option<Vec<CheckState>> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Notice::Snapshot(ids, tx)).ok()?;
+        rx.await.ok()
+    }
+
+    /// True once every check has been loaded (a snapshot is then complete).
+    pub fn loaded(&self) -> bool {
+        self.progress.loaded.load(Ordering::Acquire)
+    }
+
+    /// How far behind the evaluator is at `now`: the age of the earliest
+    /// deadline it has not processed yet (zero when nothing is overdue).
+    pub fn lag_ms(&self, now: UnixMs) -> i64 {
+        let due = self.progress.earliest_due.load(Ordering::Acquire);
+        now.saturating_sub(due).max(0)
     }
 }
 
@@ -132,6 +175,7 @@ pub struct Evaluator {
     entries: HashMap<i64, Entry>,
     heap: BinaryHeap<Reverse<(UnixMs, i64, u32)>>,
     rx: mpsc::UnboundedReceiver<Notice>,
+    progress: Arc<Progress>,
     cache: RulesCache,
     /// Told about incidents that opened or closed and failing checks whose
     /// quiet flag changed.
@@ -142,6 +186,10 @@ impl Evaluator {
     /// An evaluator with no checks loaded yet, and its handle.
     pub fn new(store: Arc<dyn Store>, observed: Arc<Observed>) -> (Evaluator, EvaluatorHandle) {
         let (tx, rx) = mpsc::unbounded_channel();
+        let progress = Arc::new(Progress {
+            loaded: AtomicBool::new(false),
+            earliest_due: AtomicI64::new(i64::MAX),
+        });
         (
             Evaluator {
                 store,
@@ -149,10 +197,11 @@ impl Evaluator {
                 entries: HashMap::new(),
                 heap: BinaryHeap::new(),
                 rx,
+                progress: progress.clone(),
                 cache: RulesCache::default(),
                 dispatch: None,
             },
-            EvaluatorHandle { tx },
+            EvaluatorHandle { tx, progress },
         )
     }
 
@@ -178,6 +227,7 @@ impl Evaluator {
             }
         }
         tracing::info!(checks = self.entries.len(), "evaluator loaded");
+        self.progress.loaded.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -236,7 +286,28 @@ impl Evaluator {
                 }
             }
             Notice::Changed(id) => self.reload(id, now).await,
+            Notice::Snapshot(ids, reply) => {
+                let states = ids
+                    .into_iter()
+                    .filter_map(|id| {
+                        let e = self.entries.get(&id)?;
+                        Some(CheckState {
+                            id,
+                            rules: e.rules.clone()?,
+                            summary: e.summary.clone(),
+                            paused: e.paused,
+                        })
+                    })
+                    .collect();
+                let _ = reply.send(states);
+            }
         }
+    }
+
+    /// Publishes the earliest pending deadline, for the lag metric.
+    fn publish_due(&self) {
+        let due = self.next_wake().unwrap_or(i64::MAX);
+        self.progress.earliest_due.store(due, Ordering::Release);
     }
 
     async fn reload(&mut self, id: i64, now: UnixMs) {
@@ -439,7 +510,10 @@ impl Evaluator {
                     notice = self.rx.recv() => if notice.is_none() { return },
                 }
             }
-            if !self.lead(&stop, &mut leader).await {
+            let go_on = self.lead(&stop, &mut leader).await;
+            // A follower holds no checks: scrapes report service metrics only.
+            self.progress.loaded.store(false, Ordering::Release);
+            if !go_on {
                 return;
             }
             tracing::info!("evaluator stopped: this replica no longer leads");
@@ -467,7 +541,10 @@ impl Evaluator {
         }
         loop {
             let now = now_ms();
+            // While a tick runs, its deadlines count as not yet processed.
+            self.publish_due();
             self.tick(now).await;
+            self.publish_due();
             let wait = match self.next_wake() {
                 // While not observing, look again at the heartbeat's pace.
                 Some(_) if !self.observed.fresh(now) => RETRY,

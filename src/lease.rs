@@ -11,10 +11,10 @@
 //!
 //! On SQLite the one process is always the leader.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use prometheus::IntCounter;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -58,15 +58,27 @@ pub fn always_leader() -> LeaderWatch {
     rx
 }
 
-/// Counters about the lease, for metrics and logs.
-#[derive(Debug, Default)]
+/// Counters about the lease (`overdue_lease_*_total` in /metrics).
+#[derive(Debug, Clone)]
 pub struct LeaseStats {
     /// Successful renewals (and acquisitions).
-    pub renewals: AtomicU64,
+    pub renewals: IntCounter,
     /// Terms that ended other than by release at shutdown.
-    pub losses: AtomicU64,
+    pub losses: IntCounter,
     /// Terms begun.
-    pub acquisitions: AtomicU64,
+    pub acquisitions: IntCounter,
+}
+
+impl Default for LeaseStats {
+    /// Counters registered nowhere (tests).
+    fn default() -> Self {
+        let counter = |name: &str| IntCounter::new(name, name).expect("valid counter");
+        LeaseStats {
+            renewals: counter("renewals"),
+            losses: counter("losses"),
+            acquisitions: counter("acquisitions"),
+        }
+    }
 }
 
 /// How often the leader renews: a fifth of the TTL, so four renewals may
@@ -105,16 +117,16 @@ pub async fn lease_loop(
                     token: lease.token,
                     valid_until: sent_at + granted,
                 };
-                stats.renewals.fetch_add(1, Ordering::Relaxed);
+                stats.renewals.inc();
                 if held.is_none_or(|h| h.token != lease.token || !is_leader(&Some(h))) {
-                    stats.acquisitions.fetch_add(1, Ordering::Relaxed);
+                    stats.acquisitions.inc();
                     tracing::info!(replica = %replica, token = lease.token, "became the leader");
                 }
                 tx.send_replace(Some(term));
             }
             Ok(None) => {
                 if held.is_some() {
-                    stats.losses.fetch_add(1, Ordering::Relaxed);
+                    stats.losses.inc();
                     tracing::warn!(replica = %replica, "lost the leader lease to another replica");
                 }
                 if tx.borrow().is_some() {
@@ -125,7 +137,7 @@ pub async fn lease_loop(
                 tracing::warn!(replica = %replica, error = %format!("{e:#}"), "cannot renew or take the leader lease");
                 let current = *tx.borrow();
                 if current.is_some() && !is_leader(&current) {
-                    stats.losses.fetch_add(1, Ordering::Relaxed);
+                    stats.losses.inc();
                     tracing::warn!(replica = %replica, "the leader lease ran out; stepping down");
                     tx.send_replace(None);
                 }

@@ -12,5 +12,6 @@ pub mod explain;
 pub mod http;
 pub mod ingest;
 pub mod lease;
+pub mod metrics;
 pub mod notify;
 pub mod store;

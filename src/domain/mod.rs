@@ -3,6 +3,7 @@
 pub mod active_hours;
 pub mod check;
 pub mod evaluate;
+pub mod measure;
 pub mod ping;
 pub mod schedule;
 pub mod status;

@@ -10,6 +10,7 @@ use axum::Router;
 use crate::config::Config;
 use crate::evaluator::{EvaluatorHandle, Observed};
 use crate::ingest::Ingest;
+use crate::metrics::Metrics;
 use crate::notify::dispatch::DispatchHandle;
 use crate::store::Store;
 
@@ -17,6 +18,7 @@ pub mod alerting;
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod metrics;
 pub mod ping;
 
 /// What every handler shares.
@@ -29,16 +31,22 @@ pub struct AppState {
     pub observed: Arc<Observed>,
     /// Tells the alert dispatcher that silences changed.
     pub dispatch: DispatchHandle,
+    /// The service metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let mut app = Router::new()
         .route("/ping/{*path}", any(ping::ping))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .nest("/api/v1", api::router().merge(alerting::router()))
-        .with_state(state)
+        .nest("/api/v1", api::router().merge(alerting::router()));
+    // With a listener of its own, /metrics is served only there.
+    if state.config.metrics.listen.is_none() {
+        app = app.merge(metrics::router());
+    }
+    app.with_state(state)
 }
 
 /// Liveness: the process serves requests.

@@ -16,6 +16,7 @@ use super::AppState;
 use crate::domain::check::CheckSpec;
 use crate::domain::ping::PingKind;
 use crate::ingest::IngestError;
+use crate::metrics::{Metrics, Rejected};
 use crate::store::{CheckRef, CheckSource, NewPing, StoreError};
 
 /// After the stored part of a body, how much more is read and thrown away so
@@ -63,14 +64,15 @@ pub async fn ping(
     let (target, action) =
         match parse_path(&path, state.config.ping_key.as_ref().map(|k| k.expose())) {
             Ok(t) => t,
-            Err(r) => return reject(r, limit),
+            Err(r) => return reject(&state.metrics, r, limit),
         };
     let query = match parse_query(query.as_deref()) {
         Ok(q) => q,
-        Err(r) => return reject(r, limit),
+        Err(r) => return reject(&state.metrics, r, limit),
     };
     if query.create && !matches!(target, Target::Slug(_)) {
         return reject(
+            &state.metrics,
             Rejection::BadRequest("create=1 needs the slug form of the URL"),
             limit,
         );
@@ -85,13 +87,13 @@ pub async fn ping(
         Ok(None) => match target {
             Target::Slug(slug) if query.create => match create(&state, slug).await {
                 Ok(c) => c,
-                Err(_) => return unavailable(limit),
+                Err(_) => return unavailable(&state.metrics, limit),
             },
-            _ => return reject(Rejection::NotFound, limit),
+            _ => return reject(&state.metrics, Rejection::NotFound, limit),
         },
         Err(e) => {
             tracing::error!(error = %format!("{e:#}"), "cannot look up a check");
-            return unavailable(limit);
+            return unavailable(&state.metrics, limit);
         }
     };
 
@@ -112,10 +114,14 @@ pub async fn ping(
         scheme: "http",
         body,
     };
-    match state.ingest.submit(ping).await {
+    let result = state.ingest.submit(ping).await;
+    if result.is_ok() {
+        state.metrics.ping(action.kind);
+    }
+    match result {
         Ok(_) if created => respond(StatusCode::CREATED, "Created", limit),
         Ok(_) => respond(StatusCode::OK, "OK", limit),
-        Err(IngestError::Unavailable) => unavailable(limit),
+        Err(IngestError::Unavailable) => unavailable(&state.metrics, limit),
     }
 }
 
@@ -300,14 +306,19 @@ fn respond(status: StatusCode, text: &'static str, limit: usize) -> Response {
     response
 }
 
-fn reject(r: Rejection, limit: usize) -> Response {
+fn reject(metrics: &Metrics, r: Rejection, limit: usize) -> Response {
+    metrics.ping_rejected(match r {
+        Rejection::NotFound => Rejected::NotFound,
+        Rejection::BadRequest(_) => Rejected::BadRequest,
+    });
     match r {
         Rejection::NotFound => respond(StatusCode::NOT_FOUND, "not found", limit),
         Rejection::BadRequest(why) => respond(StatusCode::BAD_REQUEST, why, limit),
     }
 }
 
-fn unavailable(limit: usize) -> Response {
+fn unavailable(metrics: &Metrics, limit: usize) -> Response {
+    metrics.ping_rejected(Rejected::Unavailable);
     respond(
         StatusCode::SERVICE_UNAVAILABLE,
         "the ping could not be stored, try again",

@@ -21,6 +21,7 @@ use super::NotifyConfig;
 use crate::domain::ping::UnixMs;
 use crate::evaluator::now_ms;
 use crate::lease::{is_leader, remaining, LeaderWatch};
+use crate::metrics::Metrics;
 use crate::store::notify::{
     AlertQuery, AttemptResult, NewNotification, NotificationRecord, KIND_ALERTS, KIND_UNDELIVERED,
 };
@@ -166,6 +167,8 @@ pub struct Deliverer {
     /// This replica's leadership; `None` (in tests that drive `tick`) means
     /// always leader.
     leader: Option<LeaderWatch>,
+    /// Counts every attempt, when set.
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Deliverer {
@@ -200,6 +203,7 @@ impl Deliverer {
             last_sweep: now_ms(),
             config,
             leader: None,
+            metrics: None,
         }
     }
 
@@ -211,6 +215,11 @@ impl Deliverer {
             None => true,
             Some(w) => remaining(&w.borrow()) > timeout + LEASE_MARGIN,
         }
+    }
+
+    /// Counts every delivery attempt in `overdue_notifications_total` from now on.
+    pub fn set_metrics(&mut self, metrics: Arc<Metrics>) {
+        self.metrics = Some(metrics);
     }
 
     /// Starts an attempt for every due notification that has a free slot;
@@ -255,6 +264,7 @@ impl Deliverer {
                 settings: self.config.delivery.clone(),
                 in_flight: self.in_flight.clone(),
                 wake: self.wake.clone(),
+                metrics: self.metrics.clone(),
             };
             self.tasks.spawn(async move {
                 job.run(n, false).await;
@@ -321,6 +331,7 @@ impl Deliverer {
                     settings: self.config.delivery.clone(),
                     in_flight: self.in_flight.clone(),
                     wake: self.wake.clone(),
+                    metrics: self.metrics.clone(),
                 };
                 if !self.claim(&n.id) {
                     continue;
@@ -435,6 +446,7 @@ struct Attempt {
     settings: DeliverySettings,
     in_flight: Arc<Mutex<Claims>>,
     wake: Arc<Notify>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Attempt {
@@ -445,6 +457,9 @@ impl Attempt {
         let at = now_ms();
         let result = self.attempt(&n, sweep, at).await;
         let latency = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        if let Some(m) = &self.metrics {
+            m.notification_attempt(&n.receiver, crate::store::notify::outcome(&result));
+        }
         let recorded = match self.store.record_attempt(&n.id, at, latency, &result).await {
             Ok(()) => Some(result.clone()),
             Err(e) => {

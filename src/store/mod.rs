@@ -14,6 +14,7 @@ use crate::domain::ping::{OpenRun, PingKind, RunChange, Summary, Thresholds, Uni
 use crate::domain::status::{Reason, Status};
 
 pub mod lease;
+pub mod metrics;
 pub mod notify;
 pub mod postgres;
 pub mod sqlite;
@@ -577,7 +578,9 @@ pub struct RunRecord {
 
 /// The storage operations the server needs.
 #[async_trait]
-pub trait Store: notify::NotifyStore + lease::LeaseStore + Send + Sync + 'static {
+pub trait Store:
+    notify::NotifyStore + lease::LeaseStore + metrics::MetricsStore + Send + Sync + 'static
+{
     /// Succeeds when the database answers.
     async fn health(&self) -> Result<(), StoreError>;
     /// True when other processes may write to the same database (PostgreSQL).

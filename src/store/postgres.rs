@@ -1037,3 +1037,4 @@ impl super::lease::LeaseStore for PgStore {
 }
 
 super::notify::impl_notify_store!(PgStore);
+super::metrics::impl_metrics_store!(PgStore);

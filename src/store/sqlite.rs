@@ -935,3 +935,4 @@ impl super::lease::LeaseStore for SqliteStore {
 }
 
 super::notify::impl_notify_store!(SqliteStore);
+super::metrics::impl_metrics_store!(SqliteStore);
