@@ -17,6 +17,8 @@ use crate::ingest::Ingest;
 use crate::notify::deliver::Deliverer;
 use crate::notify::dispatch::{DispatchHandle, Dispatcher};
 use crate::notify::receiver::{http_client, SendContext};
+use crate::notify::NotifyConfig;
+use crate::reconcile::Live;
 use crate::store::Store;
 
 /// Serves on `listener` until `shutdown` fires, then stops accepting, lets
@@ -57,7 +59,8 @@ pub async fn run(
     ));
 
     let (mut evaluator, evaluator_handle) = Evaluator::new(store.clone(), observed.clone());
-    let dispatch = start_notifications(&config, &store, &tracker, &workers_stop);
+    let (notify_tx, notify_rx) = tokio::sync::watch::channel(Arc::new(config.notify.clone()));
+    let dispatch = start_notifications(&config, &store, &tracker, &workers_stop, notify_rx);
     if let Some(d) = &dispatch {
         evaluator.set_dispatch(d.clone());
     }
@@ -72,13 +75,35 @@ pub async fn run(
     )
     .await
     .context("cannot load checks")?;
+    let dispatch = dispatch.unwrap_or_else(DispatchHandle::disconnected);
+    let live = Live::new(
+        config.clone(),
+        config.file.clone(),
+        store.clone(),
+        ingest.clone(),
+        evaluator_handle.clone(),
+        dispatch.clone(),
+        notify_tx,
+    );
+    let report = live
+        .reconcile()
+        .await
+        .context("cannot bring the checks of the config file into the database")?;
+    for w in &report.warnings {
+        tracing::warn!("{w}");
+    }
+    tracker.spawn(crate::reconcile::reload_on_sighup(
+        live.clone(),
+        workers_stop.clone(),
+    ));
     let state = AppState {
         store,
         ingest,
         config: config.clone(),
         evaluator: evaluator_handle,
         observed,
-        dispatch: dispatch.unwrap_or_else(DispatchHandle::disconnected),
+        dispatch,
+        live,
     };
     let app = router(state);
     let addr = listener.local_addr().context("listener has no address")?;
@@ -113,11 +138,12 @@ fn start_notifications(
     store: &Arc<dyn Store>,
     tracker: &TaskTracker,
     stop: &CancellationToken,
+    updates: tokio::sync::watch::Receiver<Arc<NotifyConfig>>,
 ) -> Option<DispatchHandle> {
     let notify = Arc::new(config.notify.clone());
     if !notify.enabled() {
+        // Still started: a reload may add receivers.
         tracing::info!("no receivers are configured: status changes are recorded but not notified");
-        return None;
     }
     let wake = Arc::new(Notify::new());
     let (dispatcher, handle) = Dispatcher::new(
@@ -126,7 +152,7 @@ fn start_notifications(
         config.base_url.clone(),
         wake.clone(),
     );
-    let deliverer = Deliverer::new(
+    let mut deliverer = Deliverer::new(
         store.clone(),
         notify.clone(),
         Arc::new(SendContext {
@@ -135,9 +161,12 @@ fn start_notifications(
         config.base_url.clone(),
         wake,
     );
+    deliverer.follow(updates);
     tracker.spawn(dispatcher.run(stop.clone()));
     tracker.spawn(deliverer.run(stop.clone()));
-    tracing::info!(receivers = notify.receivers.len(), "notifications enabled");
+    if notify.enabled() {
+        tracing::info!(receivers = notify.receivers.len(), "notifications enabled");
+    }
     Some(handle)
 }
 
@@ -152,12 +181,6 @@ fn warn_about(config: &Config) {
         tracing::warn!(
             section = %section,
             "this configuration section is accepted but not acted on by this version"
-        );
-    }
-    if !config.checks.is_empty() {
-        tracing::warn!(
-            checks = config.checks.len(),
-            "checks declared in the config file are validated but not yet created by this version"
         );
     }
 }

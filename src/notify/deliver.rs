@@ -123,6 +123,7 @@ pub struct Deliverer {
     in_flight: Arc<Mutex<HashSet<String>>>,
     tasks: TaskTracker,
     last_sweep: UnixMs,
+    updates: Option<tokio::sync::watch::Receiver<Arc<NotifyConfig>>>,
 }
 
 impl Deliverer {
@@ -156,7 +157,14 @@ impl Deliverer {
             tasks: TaskTracker::new(),
             last_sweep: now_ms(),
             config,
+            updates: None,
         }
+    }
+
+    /// Follows configuration reloads: each new value replaces the receivers
+    /// and delivery settings (picked up within one loop, at most 5 s).
+    pub fn follow(&mut self, updates: tokio::sync::watch::Receiver<Arc<NotifyConfig>>) {
+        self.updates = Some(updates);
     }
 
     /// Starts an attempt for every due notification that has a free slot;
@@ -295,6 +303,11 @@ impl Deliverer {
     /// Runs until `stop` fires.
     pub async fn run(mut self, stop: CancellationToken) {
         loop {
+            if let Some(u) = self.updates.as_mut() {
+                if u.has_changed().unwrap_or(false) {
+                    self.config = u.borrow_and_update().clone();
+                }
+            }
             let now = now_ms();
             if now - self.last_sweep >= ms(self.config.delivery.sweep_interval) {
                 if let Err(e) = self.sweep(now).await {

@@ -34,6 +34,8 @@ pub enum DispatchNotice {
     Checks(Vec<i64>),
     /// Silences were created, changed or deleted.
     Silences,
+    /// The configuration was reloaded: new receivers, routes and config silences.
+    Config(Arc<NotifyConfig>),
 }
 
 /// A cheap handle to send notices to the dispatcher.
@@ -312,6 +314,18 @@ impl Dispatcher {
             DispatchNotice::Silences => {
                 if let Err(e) = self.reload_silences(now).await {
                     tracing::warn!(error = %format!("{e:#}"), "cannot read silences");
+                }
+            }
+            DispatchNotice::Config(config) => {
+                // Routes may have changed every group: start over as at
+                // start-up; what receivers were told is read back, so
+                // nothing is announced twice.
+                self.config = config;
+                self.alerts.clear();
+                self.groups.clear();
+                self.schedule.clear();
+                if let Err(e) = self.load(now).await {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot reload alerts after a configuration change");
                 }
             }
         }
