@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod domain;
 pub mod evaluator;
@@ -12,4 +13,5 @@ pub mod explain;
 pub mod http;
 pub mod ingest;
 pub mod notify;
+pub mod reconcile;
 pub mod store;
