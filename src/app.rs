@@ -173,7 +173,8 @@ fn start_notifications(
 fn warn_about(config: &Config) {
     if config.api_keys.is_empty() {
         tracing::warn!(
-            "no API keys are configured: the API answers only requests from loopback \
+            "no API keys are configured in the file: unless keys were made through \
+             POST /api/v1/keys, the API answers only requests from loopback \
              (configure [[api_keys]] to use it from elsewhere)"
         );
     }
