@@ -237,15 +237,38 @@ impl Live {
             report.deleted.push(slug);
         }
         for (id, spec) in plan.update {
-            self.store.update_check(id, &spec, now).await?;
+            match self.store.update_check(id, &spec, now).await {
+                // Deleted meanwhile (another replica reconciling): nothing to do.
+                Ok(()) | Err(StoreError::NotFound) => {}
+                Err(e) => return Err(e.into()),
+            }
             self.evaluator.notify(Notice::Changed(id));
             report.updated.push(spec.slug.clone().unwrap_or_default());
         }
         for spec in plan.create {
-            let check = self
+            let check = match self
                 .store
                 .create_check(&spec, CheckSource::Config, now)
-                .await?;
+                .await
+            {
+                Ok(c) => c,
+                // Replicas starting together reconcile the same file: the
+                // other one created it first.
+                Err(StoreError::Conflict(_)) => {
+                    let slug = spec.slug.clone().unwrap_or_default();
+                    match self.store.check_ref_by_slug(&slug).await? {
+                        Some(r) => {
+                            self.ingest.remember(r);
+                            report.unchanged += 1;
+                        }
+                        None => report.warnings.push(format!(
+                            "checks: {slug:?} could not be created (its uuid is taken)"
+                        )),
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             self.ingest.remember(CheckRef {
                 id: check.id,
                 uuid: check.uuid,

@@ -117,9 +117,8 @@ async fn ping_sends_each_kind() {
     assert_eq!(o.status.code(), Some(2), "one kind at a time");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_wraps_a_command() {
-    let s = TestServer::start(Backend::Sqlite, "").await;
+both_backends!(run_wraps_a_command, |backend| async move {
+    let s = TestServer::start(backend, "").await;
     let c = s.create_check(json!({"slug": "poller"})).await;
     let uuid = c["uuid"].as_str().unwrap().to_string();
 
@@ -211,7 +210,7 @@ async fn run_wraps_a_command() {
         "{}",
         p[0]
     );
-}
+});
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_with_the_server_down_still_runs_the_command() {

@@ -396,3 +396,70 @@ both_backends!(sighup_reloads_a_running_server, |backend| async move {
         .unwrap();
     assert_eq!(r.status(), 200);
 });
+
+/// Replicas of one deployment start together with the same file: both
+/// reconcile it, neither fails, and each check exists once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_starting_together_reconcile_the_same_file() {
+    if common::postgres_base_url().is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but OVERDUE_TEST_POSTGRES_URL is not"
+        );
+        return;
+    }
+    let db = TestDb::new(Backend::Postgres).await;
+    let mut checks = String::new();
+    for i in 0..20 {
+        checks.push_str(&format!("[[checks]]\nslug = \"c{i}\"\ninterval = \"1m\"\n"));
+    }
+    let config = || overdue::config::Config::from_toml(&db.config_toml(&checks)).unwrap();
+    let mut servers = Vec::new();
+    for _ in 0..3 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(overdue::app::run(config(), listener, stop.clone()));
+        servers.push((base, stop, task));
+    }
+    let client = common::client();
+    for (base, _, task) in &servers {
+        let mut ready = false;
+        for _ in 0..400 {
+            assert!(!task.is_finished(), "a replica failed to start");
+            if client
+                .get(format!("{base}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(ready);
+    }
+    for (base, _, _) in &servers {
+        let v: Value = client
+            .get(format!("{base}/api/v1/checks"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["checks"].as_array().unwrap().len(), 20);
+        // Each replica can ping every check by slug.
+        let r = client
+            .get(format!("{base}/ping/{}/c7", common::PING_KEY))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    for (_, stop, task) in servers {
+        stop.cancel();
+        task.await.unwrap().unwrap();
+    }
+}
