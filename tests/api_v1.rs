@@ -223,6 +223,30 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     assert_eq!(slugs, vec!["other", "c"]);
 });
 
+both_backends!(checks_are_found_by_uuid_or_slug, |backend| async move {
+    let s = TestServer::start(backend, "").await;
+    let c = s.create_check(json!({"slug": "by-slug"})).await;
+    let uuid = c["uuid"].as_str().unwrap();
+    assert_eq!(s.get_json("/api/v1/checks/by-slug").await["uuid"], uuid);
+    assert_eq!(
+        s.get_json(&format!("/api/v1/checks/{uuid}")).await["slug"],
+        "by-slug"
+    );
+    // A slug spelled like a uuid is still a slug.
+    let odd = "00000000-0000-4000-8000-000000000000";
+    let o = s.create_check(json!({"slug": odd})).await;
+    assert_eq!(
+        s.get_json(&format!("/api/v1/checks/{odd}")).await["uuid"],
+        o["uuid"]
+    );
+    let (st, e) = send(&s, "GET", "/api/v1/checks/missing", None, None).await;
+    assert_eq!((st, e["error"]["code"].as_str()), (404, Some("not_found")));
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("missing"),
+        "{e}"
+    );
+});
+
 both_backends!(list_filters, |backend| async move {
     let s = TestServer::start(backend, "").await;
     s.create_check(json!({"slug": "a", "labels": {"team": "data", "env": "prod"}}))

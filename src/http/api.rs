@@ -990,17 +990,26 @@ fn limit(limit: Option<u32>) -> Result<u32, AppError> {
 
 /// The check with this uuid or slug.
 pub async fn find(state: &AppState, key: &str) -> Result<Check, AppError> {
-    let uuid = match Uuid::parse_str(key) {
-        Ok(u) => u,
-        Err(_) => match state.store.check_ref_by_slug(key).await? {
-            Some(r) => r.uuid,
-            None => return Err(AppError::NotFound(format!("no check with slug {key:?}"))),
-        },
+    if let Ok(uuid) = Uuid::parse_str(key) {
+        match state.store.check_by_uuid(uuid).await {
+            Ok(c) => return Ok(c),
+            // A slug may be spelled like a uuid: look it up as one too.
+            Err(StoreError::NotFound) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let not_found = || AppError::NotFound(format!("no check with uuid or slug {key:?}"));
+    let Some(r) = state.store.check_ref_by_slug(key).await? else {
+        return Err(not_found());
     };
-    state.store.check_by_uuid(uuid).await.map_err(|e| match e {
-        StoreError::NotFound => AppError::NotFound(format!("no check with uuid {uuid}")),
-        other => other.into(),
-    })
+    state
+        .store
+        .check_by_uuid(r.uuid)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => not_found(),
+            other => other.into(),
+        })
 }
 
 /// Parses a JSON body, naming the field at fault on a type error.
