@@ -110,7 +110,12 @@ impl From<StoreError> for V3Error {
 fn validation(fields: &[FieldError]) -> String {
     let parts: Vec<String> = fields
         .iter()
-        .map(|f| format!("{} {}", v3_field(&f.field), f.message))
+        .map(|f| match f.field.as_str() {
+            // healthchecks' own words for these two.
+            "cron" => "schedule is not a valid cron or OnCalendar expression".to_string(),
+            "tz" => "tz is not a valid timezone".to_string(),
+            field => format!("{} {}", v3_field(field), f.message),
+        })
         .collect();
     format!("json validation error: {}", parts.join("; "))
 }
@@ -167,9 +172,10 @@ impl FromRequestParts<AppState> for V3Write {
     }
 }
 
-/// healthchecks' `unique_key`: the SHA-1 of the uuid's text.
+/// healthchecks' `unique_key`: the SHA-1 of the first 16 hex digits of the uuid.
 pub fn unique_key(uuid: Uuid) -> String {
-    hex::encode(Sha1::digest(uuid.to_string().as_bytes()))
+    let hex = uuid.simple().to_string();
+    hex::encode(Sha1::digest(&hex.as_bytes()[..16]))
 }
 
 /// An instant as healthchecks' `isostring`: to the second, `+00:00`.
@@ -523,7 +529,7 @@ fn parse_spec(body: &[u8]) -> Result<V3Spec, V3Error> {
             for item in items {
                 match item.as_str() {
                     Some(f) if UNIQUE_FIELDS.contains(&f) => spec.unique.push(f.to_string()),
-                    _ => return Err(err("unique", "has unexpected value")),
+                    _ => return Err(err("an item in 'unique'", "has unexpected value")),
                 }
             }
         }
@@ -591,6 +597,20 @@ fn to_spec(input: Map<String, Value>) -> Result<CheckSpec, V3Error> {
     CheckSpec::from_input(input).map_err(|f| V3Error::from(AppError::Invalid(f)))
 }
 
+/// True when the spec gives every field its `unique` names (else healthchecks
+/// looks nothing up and creates a check).
+fn can_look_up(s: &V3Spec) -> bool {
+    !s.unique.is_empty()
+        && s.unique.iter().all(|f| match f.as_str() {
+            "name" => s.name.is_some(),
+            "slug" => s.slug.is_some(),
+            "tags" => s.tags.is_some(),
+            "timeout" => s.timeout.is_some(),
+            "grace" => s.grace.is_some(),
+            _ => false,
+        })
+}
+
 /// Does `check` have the values `s` gives for every `unique` field?
 fn matches_unique(check: &Check, s: &V3Spec) -> bool {
     s.unique.iter().all(|f| match f.as_str() {
@@ -624,7 +644,7 @@ async fn create_check(
     body: Bytes,
 ) -> Result<(StatusCode, Json<Value>), V3Error> {
     let s = parse_spec(&body)?;
-    if !s.unique.is_empty() {
+    if can_look_up(&s) {
         let existing = state
             .store
             .list_checks()
@@ -706,15 +726,16 @@ async fn resume_check(
     State(state): State<AppState>,
     _: V3Write,
     Path(code): Path<String>,
-) -> Result<Json<Value>, V3Error> {
+) -> Result<Response, V3Error> {
     let check = find(&state, &code, false).await?;
     if !check.paused {
-        return Err(V3Error::new(StatusCode::CONFLICT, "check is not paused"));
+        // healthchecks answers this one in plain text.
+        return Ok((StatusCode::CONFLICT, "check is not paused").into_response());
     }
     state.store.set_paused(check.id, false).await?;
     state.evaluator.notify(Notice::Changed(check.id));
     let check = state.store.check_by_uuid(check.uuid).await?;
-    Ok(Json(check_json(&state, check, false)))
+    Ok(Json(check_json(&state, check, false)).into_response())
 }
 
 fn ping_json(base: &str, uuid: Uuid, p: PingRecord) -> Value {
@@ -809,7 +830,7 @@ async fn list_flips(
         last = Some(up);
         if seconds.is_some_and(|s| f.at < now - s * 1000)
             || start.is_some_and(|s| f.at < s * 1000)
-            || end.is_some_and(|e| f.at > e * 1000)
+            || end.is_some_and(|e| f.at >= e * 1000)
         {
             continue;
         }
@@ -819,7 +840,7 @@ async fn list_flips(
     Ok(Json(json!({ "flips": out })))
 }
 
-async fn list_channels(State(state): State<AppState>, _: V3Read) -> Json<Value> {
+async fn list_channels(State(state): State<AppState>, _: V3Write) -> Json<Value> {
     let config = state.live.config();
     let list: Vec<Value> = config
         .notify
@@ -856,12 +877,13 @@ mod tests {
     }
 
     #[test]
-    fn unique_key_is_sha1_of_the_uuid_text() {
+    fn unique_key_is_computed_as_healthchecks_does() {
         let u = Uuid::parse_str("5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0").unwrap();
         assert_eq!(unique_key(u).len(), 40);
+        // As healthchecks computes it: sha1(code.hex[:16]).
         assert_eq!(
             unique_key(u),
-            hex::encode(Sha1::digest(b"5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0"))
+            hex::encode(Sha1::digest(b"5f4cc5e50c514f1e"))
         );
     }
 
