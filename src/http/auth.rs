@@ -83,6 +83,14 @@ async fn require(parts: &Parts, state: &AppState, needed: Scope) -> Result<Scope
 /// exists at all.
 pub async fn scope_of(parts: &Parts, state: &AppState) -> Result<Scope, Denied> {
     let config = state.live.config();
+    let presented = presented_key(&parts.headers);
+    // A config key answers without a database read.
+    if let Some(scope) = presented.and_then(|k| match_key(&config.api_keys, k)) {
+        return Ok(scope);
+    }
+    if presented.is_none() && !config.api_keys.is_empty() {
+        return Err(Denied::Missing);
+    }
     let stored = state
         .store
         .list_api_keys()
@@ -99,10 +107,7 @@ pub async fn scope_of(parts: &Parts, state: &AppState) -> Result<Scope, Denied> 
             _ => Err(Denied::LoopbackOnly),
         };
     }
-    let presented = presented_key(&parts.headers).ok_or(Denied::Missing)?;
-    if let Some(scope) = match_key(&config.api_keys, presented) {
-        return Ok(scope);
-    }
+    let presented = presented.ok_or(Denied::Missing)?;
     let stored: Vec<ApiKey> = stored.iter().filter_map(stored_key).collect();
     match_key(&stored, presented).ok_or(Denied::Wrong)
 }
