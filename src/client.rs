@@ -211,6 +211,9 @@ pub fn items_in(re: &Regex, line: &str) -> Option<u64> {
     m.as_str().trim().parse().ok()
 }
 
+/// How long a start ping may still take once the command is done.
+const START_GRACE: Duration = Duration::from_secs(1);
+
 /// Options of `overdue run`.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -251,8 +254,18 @@ pub async fn run(opts: &RunOptions, command: &[String]) -> i32 {
     let began = Instant::now();
     let outcome = spawn_and_wait(command, opts.items_from.as_ref(), opts.tail).await;
     let elapsed = began.elapsed();
-    if let Ok(Err(e)) = start_task.await {
-        eprintln!("overdue run: start ping failed: {e}");
+    // The finish ping matters more: a start still pending when the command
+    // is done gets one more second, then is abandoned (it is never sent
+    // after the finish).
+    let mut start_task = start_task;
+    match tokio::time::timeout(START_GRACE, &mut start_task).await {
+        Ok(Ok(Ok(_))) => {}
+        Ok(Ok(Err(e))) => eprintln!("overdue run: start ping failed: {e}"),
+        Ok(Err(_)) => eprintln!("overdue run: start ping failed"),
+        Err(_) => {
+            start_task.abort();
+            eprintln!("overdue run: start ping failed: no answer by the time the command ended");
+        }
     }
     let code = outcome.code;
     let mut body = outcome.tail.bytes();

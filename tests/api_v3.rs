@@ -686,7 +686,7 @@ both_backends!(flips_report_only_up_and_down, |backend| async move {
     );
     // The check goes late, then down, by the evaluator's clock.
     let mut flips = Value::Null;
-    for _ in 0..100 {
+    for _ in 0..300 {
         let (_, v) = call(
             &s,
             "GET",

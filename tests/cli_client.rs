@@ -397,3 +397,57 @@ async fn checks_commands_talk_to_the_api() {
     assert_eq!(o.status.code(), Some(1));
     assert!(err(&o).contains("missing API key"), "{}", err(&o));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_retries_what_may_pass_and_not_what_was_refused() {
+    use common::sinks::{Behaviour, WebhookSink};
+    let sink = WebhookSink::start().await;
+    sink.push(Behaviour::Status(503));
+    sink.push(Behaviour::Status(502));
+    let url = sink.url("/ping/5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0");
+    let o = overdue(&["ping", &url, "--items", "3"], None).await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let got = sink.requests();
+    assert_eq!(got.len(), 3, "two failures, then success");
+    assert!(got
+        .iter()
+        .all(|r| r.path.ends_with("?items=3") && r.method == "POST"));
+
+    let sink = WebhookSink::start().await;
+    sink.push(Behaviour::Status(404));
+    let o = overdue(&["ping", &sink.url("/ping/x/y")], None).await;
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(sink.requests().len(), 1, "a refusal is not retried");
+
+    let sink = WebhookSink::start().await;
+    for _ in 0..3 {
+        sink.push(Behaviour::Status(500));
+    }
+    let o = overdue(&["ping", &sink.url("/ping/x/y"), "--retries", "1"], None).await;
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(sink.requests().len(), 2);
+    assert!(err(&o).contains("500"), "{}", err(&o));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_is_not_held_up_by_a_server_that_never_answers() {
+    use common::sinks::{Behaviour, WebhookSink};
+    let sink = WebhookSink::start().await;
+    for _ in 0..10 {
+        sink.push(Behaviour::Hang);
+    }
+    let url = sink.url("/ping/5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0");
+    let began = Instant::now();
+    let o = overdue(&["run", &url, "--", "sh", "-c", "echo done; exit 4"], None).await;
+    assert_eq!(o.status.code(), Some(4), "{}", err(&o));
+    assert_eq!(out(&o), "done\n");
+    // A start still pending when the command is done gets 1 s more, the
+    // finish 5 s in all: about 6 s, where waiting for the start in full
+    // took 10 s. The bound leaves room for a slow machine.
+    assert!(
+        began.elapsed() < Duration::from_secs(9),
+        "{:?}",
+        began.elapsed()
+    );
+    assert!(err(&o).contains("ping failed"), "{}", err(&o));
+}

@@ -230,6 +230,36 @@ both_backends!(reload_brings_the_file_in, |backend| async move {
         .iter()
         .any(|s| s["id"] == api_silence["id"] && s["source"] == "api"));
 
+    // Settings a reload cannot change are reported, not applied.
+    std::fs::write(
+        &path,
+        s.db.config_toml(&format!(
+            "ping_body_limit = 5\n{}{}{SECOND}",
+            key("w", WRITE),
+            key("later", LATER)
+        )),
+    )
+    .unwrap();
+    let (st, report) = call(&s, "POST", "/api/v1/reload", WRITE, None).await;
+    assert_eq!(st, 200, "{report}");
+    assert!(
+        report["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with("ping_body_limit: changed")),
+        "{report}"
+    );
+    std::fs::write(
+        &path,
+        s.db.config_toml(&format!(
+            "{}{}{SECOND}",
+            key("w", WRITE),
+            key("later", LATER)
+        )),
+    )
+    .unwrap();
+
     // Reloading the same file again changes nothing.
     let (st, report) = call(&s, "POST", "/api/v1/reload", WRITE, None).await;
     assert_eq!(st, 200);
@@ -380,7 +410,7 @@ both_backends!(sighup_reloads_a_running_server, |backend| async move {
         .unwrap();
     assert!(status.success());
     let mut seen = Vec::new();
-    for _ in 0..200 {
+    for _ in 0..400 {
         seen = slugs().await;
         if seen == ["second"] {
             break;
