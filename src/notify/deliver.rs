@@ -185,6 +185,12 @@ impl Deliverer {
             if !self.claim(&n.id) {
                 continue;
             }
+            // The list may predate an attempt that finished (and released
+            // its claim) while it was read: send only what is still due.
+            if !self.still_due(&n, now).await {
+                self.release(&n.id);
+                continue;
+            }
             let Some(receiver_slot) = self.receiver_slot(&n.receiver) else {
                 self.release(&n.id);
                 continue;
@@ -208,6 +214,19 @@ impl Deliverer {
             });
         }
         Ok(started)
+    }
+
+    /// True when `n` is, as read again now, pending, due and not attempted
+    /// since it was listed.
+    async fn still_due(&self, n: &NotificationRecord, now: UnixMs) -> bool {
+        match self.store.notification(&n.id).await {
+            Ok(Some(fresh)) => {
+                fresh.state == "pending"
+                    && fresh.attempts == n.attempts
+                    && fresh.next_attempt_at.is_none_or(|at| at <= now)
+            }
+            _ => false,
+        }
     }
 
     fn claim(&self, id: &str) -> bool {
