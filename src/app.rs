@@ -21,6 +21,8 @@ use crate::notify::deliver::Deliverer;
 use crate::notify::dispatch::DispatchNotice;
 use crate::notify::dispatch::{DispatchHandle, Dispatcher};
 use crate::notify::receiver::{http_client_for, SendContext};
+use crate::notify::NotifyConfig;
+use crate::reconcile::Live;
 use crate::store::lease::Change;
 use crate::store::Store;
 
@@ -128,14 +130,18 @@ pub async fn run_with_metrics_listener(
         });
     }
     let (mut evaluator, evaluator_handle) = Evaluator::new(store.clone(), observed.clone());
+    let (notify_tx, notify_rx) = tokio::sync::watch::channel(Arc::new(config.notify.clone()));
     let dispatch = start_notifications(
         &config,
         &store,
-        &tracker,
-        &workers_stop,
-        &leader,
+        Workers {
+            tracker: &tracker,
+            stop: &workers_stop,
+            leader: &leader,
+        },
         &replica,
         &metrics,
+        notify_rx,
     );
     if let Some(d) = &dispatch {
         evaluator.set_dispatch(d.clone());
@@ -176,14 +182,36 @@ pub async fn run_with_metrics_listener(
     )
     .await
     .context("cannot load checks")?;
+    let dispatch = dispatch.unwrap_or_else(DispatchHandle::disconnected);
+    let live = Live::new(
+        config.clone(),
+        config.file.clone(),
+        store.clone(),
+        ingest.clone(),
+        evaluator_handle.clone(),
+        dispatch.clone(),
+        notify_tx,
+    );
+    let report = live
+        .reconcile()
+        .await
+        .context("cannot bring the checks of the config file into the database")?;
+    for w in &report.warnings {
+        tracing::warn!("{w}");
+    }
+    tracker.spawn(crate::reconcile::reload_on_sighup(
+        live.clone(),
+        workers_stop.clone(),
+    ));
     let state = AppState {
         store,
         ingest,
         config: config.clone(),
         evaluator: evaluator_handle,
         observed,
-        dispatch: dispatch.unwrap_or_else(DispatchHandle::disconnected),
+        dispatch,
         metrics,
+        live,
     };
     let metrics_stop = shutdown.child_token();
     let metrics_server = metrics_listener
@@ -231,19 +259,26 @@ pub async fn run_with_metrics_listener(
 }
 
 /// Starts the dispatcher and the deliverer when receivers are configured.
+/// Where background workers are spawned, what stops them, and whether this
+/// replica leads.
+struct Workers<'a> {
+    tracker: &'a TaskTracker,
+    stop: &'a CancellationToken,
+    leader: &'a LeaderWatch,
+}
+
 fn start_notifications(
     config: &Arc<Config>,
     store: &Arc<dyn Store>,
-    tracker: &TaskTracker,
-    stop: &CancellationToken,
-    leader: &LeaderWatch,
+    workers: Workers<'_>,
     replica: &str,
     metrics: &Arc<Metrics>,
+    updates: tokio::sync::watch::Receiver<Arc<NotifyConfig>>,
 ) -> Option<DispatchHandle> {
     let notify = Arc::new(config.notify.clone());
     if !notify.enabled() {
+        // Still started: a reload may add receivers.
         tracing::info!("no receivers are configured: status changes are recorded but not notified");
-        return None;
     }
     let wake = Arc::new(Notify::new());
     let (dispatcher, handle) = Dispatcher::new(
@@ -262,9 +297,17 @@ fn start_notifications(
         wake,
     );
     deliverer.set_metrics(metrics.clone());
+    deliverer.follow(updates);
+    let Workers {
+        tracker,
+        stop,
+        leader,
+    } = workers;
     tracker.spawn(dispatcher.run(stop.clone(), leader.clone()));
     tracker.spawn(deliverer.run(stop.clone(), leader.clone()));
-    tracing::info!(receivers = notify.receivers.len(), "notifications enabled");
+    if notify.enabled() {
+        tracing::info!(receivers = notify.receivers.len(), "notifications enabled");
+    }
     Some(handle)
 }
 
@@ -308,7 +351,8 @@ fn sqlite_path(url: &str) -> Option<String> {
 fn warn_about(config: &Config) {
     if config.api_keys.is_empty() {
         tracing::warn!(
-            "no API keys are configured: the API answers only requests from loopback \
+            "no API keys are configured in the file: unless keys were made through \
+             POST /api/v1/keys, the API answers only requests from loopback \
              (configure [[api_keys]] to use it from elsewhere)"
         );
     }
@@ -316,12 +360,6 @@ fn warn_about(config: &Config) {
         tracing::warn!(
             section = %section,
             "this configuration section is accepted but not acted on by this version"
-        );
-    }
-    if !config.checks.is_empty() {
-        tracing::warn!(
-            checks = config.checks.len(),
-            "checks declared in the config file are validated but not yet created by this version"
         );
     }
 }

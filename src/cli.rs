@@ -47,6 +47,137 @@ pub enum Command {
     Config(ConfigCommand),
     /// Print the next fire times of a cron expression (no config, no database).
     Schedule(ScheduleArgs),
+    /// Send one ping to a check (for cron lines and scripts).
+    Ping(PingArgs),
+    /// Run a command between a start ping and an exit-status ping.
+    Run(RunArgs),
+    /// List, show, pause, resume or delete checks on a server.
+    #[command(subcommand)]
+    Checks(ChecksCommand),
+}
+
+/// Where a ping goes and how hard to try.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// A full ping URL (http://host/ping/UUID, …/ping/KEY/SLUG), or a check UUID.
+    #[arg(value_name = "URL|UUID")]
+    pub target: String,
+    /// The server a bare UUID is pinged on.
+    #[arg(long, env = "OVERDUE_URL", default_value = crate::client::DEFAULT_URL)]
+    pub url: String,
+    /// Each attempt's time limit.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration_arg)]
+    pub timeout: std::time::Duration,
+    /// Attempts after the first when the server cannot be reached or fails.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub retries: u32,
+}
+
+/// `overdue ping …`
+#[derive(Debug, Args)]
+pub struct PingArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// A run started.
+    #[arg(long, group = "kind")]
+    pub start: bool,
+    /// The job failed.
+    #[arg(long, group = "kind")]
+    pub fail: bool,
+    /// The job's exit status: 0 success, 1-255 failure.
+    #[arg(long, value_name = "N", group = "kind")]
+    pub exit: Option<u8>,
+    /// Log only: no status change.
+    #[arg(long, group = "kind")]
+    pub log: bool,
+    /// How many new items the run produced.
+    #[arg(long, value_name = "N")]
+    pub items: Option<u64>,
+    /// The run id that pairs a start with its finish.
+    #[arg(long, value_name = "UUID")]
+    pub rid: Option<uuid::Uuid>,
+    /// Send this file as the body ("-" for stdin).
+    #[arg(long, value_name = "FILE")]
+    pub body_file: Option<PathBuf>,
+}
+
+/// `overdue run …`
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Take the item count from the output: the last line matching REGEX
+    /// (its first capture group, else the whole match).
+    #[arg(long, value_name = "REGEX")]
+    pub items_from: Option<String>,
+    /// How many bytes of output (stdout and stderr) to send as the body.
+    #[arg(long, value_name = "BYTES", default_value_t = 10_000)]
+    pub tail: usize,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// The server and key of `overdue checks`.
+#[derive(Debug, Args)]
+pub struct Server {
+    /// The server's base URL.
+    #[arg(long, env = "OVERDUE_URL", default_value = crate::client::DEFAULT_URL)]
+    pub url: String,
+    /// An API key (read scope for list and show, write for the rest).
+    #[arg(long, env = "OVERDUE_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+}
+
+/// `overdue checks …`
+#[derive(Debug, Subcommand)]
+pub enum ChecksCommand {
+    /// List the checks with their status.
+    List {
+        #[command(flatten)]
+        server: Server,
+        /// Print the API's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Only checks with this label (`name=value` or `name`); repeatable.
+        #[arg(long, value_name = "LABEL")]
+        label: Vec<String>,
+        /// Only checks in this status; repeatable.
+        #[arg(long, value_name = "STATUS")]
+        status: Vec<String>,
+    },
+    /// Show one check (JSON).
+    Show {
+        /// The check's uuid or slug.
+        check: String,
+        #[command(flatten)]
+        server: Server,
+    },
+    /// Pause a check.
+    Pause {
+        /// The check's uuid or slug.
+        check: String,
+        #[command(flatten)]
+        server: Server,
+    },
+    /// Resume a paused check.
+    Resume {
+        /// The check's uuid or slug.
+        check: String,
+        #[command(flatten)]
+        server: Server,
+    },
+    /// Delete a check with its history.
+    Delete {
+        /// The check's uuid or slug.
+        check: String,
+        #[command(flatten)]
+        server: Server,
+    },
+}
+
+fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
+    crate::config::parse_duration(s)
 }
 
 /// `overdue config …`
@@ -85,12 +216,185 @@ pub fn main() -> i32 {
         Command::Config(ConfigCommand::Check { file }) => {
             config_check(file.as_deref().or(cli.config.as_deref()), Utc::now())
         }
+        Command::Ping(args) => client_runtime(ping(args)),
+        Command::Run(args) => client_runtime(run(args)),
+        Command::Checks(cmd) => client_runtime(checks(cmd)),
         Command::Serve | Command::Migrate => server(
             cli.config.as_deref(),
             cli.log_format.as_deref(),
             &cli.command,
         ),
     }
+}
+
+/// Runs a client command on a small runtime of its own.
+fn client_runtime(f: impl std::future::Future<Output = i32>) -> i32 {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(f),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn retry_of(t: &Target) -> crate::client::Retry {
+    crate::client::Retry {
+        timeout: t.timeout,
+        retries: t.retries,
+        total: t.timeout * (t.retries + 1) + std::time::Duration::from_secs(1),
+    }
+}
+
+/// `overdue ping`: one ping; exit 0 when the server took it.
+async fn ping(args: PingArgs) -> i32 {
+    use crate::client::{Ping, PingKind};
+    let kind = match (args.start, args.fail, args.log, args.exit) {
+        (true, _, _, _) => PingKind::Start,
+        (_, true, _, _) => PingKind::Fail,
+        (_, _, true, _) => PingKind::Log,
+        (_, _, _, Some(code)) => PingKind::Exit(code),
+        _ => PingKind::Success,
+    };
+    let body = match &args.body_file {
+        None => Vec::new(),
+        Some(p) if p.as_os_str() == "-" => {
+            let mut buf = Vec::new();
+            if let Err(e) = std::io::Read::read_to_end(&mut io::stdin(), &mut buf) {
+                eprintln!("error: cannot read stdin: {e}");
+                return EXIT_FAILURE;
+            }
+            buf
+        }
+        Some(p) => match std::fs::read(p) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("error: --body-file {}: {e}", p.display());
+                return EXIT_INVALID;
+            }
+        },
+    };
+    let ping = Ping {
+        kind,
+        items: args.items,
+        rid: args.rid,
+        body,
+    };
+    let url = match crate::client::ping_url(&args.target.target, &args.target.url, &ping) {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    let client = crate::client::http(args.target.timeout);
+    match crate::client::send(&client, &url, &ping, retry_of(&args.target)).await {
+        Ok(_) => 0,
+        Err(e) => {
+            eprintln!("error: ping failed: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// `overdue run`: the command's own exit code, always.
+async fn run(args: RunArgs) -> i32 {
+    let items_from = match args.items_from.as_deref().map(regex::Regex::new) {
+        None => None,
+        Some(Ok(re)) => Some(re),
+        Some(Err(e)) => {
+            // Never stop the job for our own option: run it without items.
+            eprintln!(
+                "overdue run: --items-from is not a valid regex ({e}); items are not reported"
+            );
+            None
+        }
+    };
+    let opts = crate::client::RunOptions {
+        target: args.target.target.clone(),
+        server: args.target.url.clone(),
+        items_from,
+        tail: args.tail,
+        retry: crate::client::Retry {
+            timeout: args.target.timeout.min(std::time::Duration::from_secs(5)),
+            retries: args.target.retries,
+            // However many retries, the job is never held up for long.
+            total: std::time::Duration::from_secs(5),
+        },
+    };
+    crate::client::run(&opts, &args.command).await
+}
+
+/// `overdue checks …`
+async fn checks(cmd: ChecksCommand) -> i32 {
+    use reqwest::Method;
+    let (server, method, path, table) = match &cmd {
+        ChecksCommand::List {
+            server,
+            json,
+            label,
+            status,
+        } => {
+            let mut q = form_urlencoded::Serializer::new(String::new());
+            for l in label {
+                q.append_pair("label", l);
+            }
+            for s in status {
+                q.append_pair("status", s);
+            }
+            let q = q.finish();
+            let path = if q.is_empty() {
+                "/checks".to_string()
+            } else {
+                format!("/checks?{q}")
+            };
+            (server, Method::GET, path, !json)
+        }
+        ChecksCommand::Show { check, server } => {
+            (server, Method::GET, check_path(check, ""), false)
+        }
+        ChecksCommand::Pause { check, server } => {
+            (server, Method::POST, check_path(check, "/pause"), false)
+        }
+        ChecksCommand::Resume { check, server } => {
+            (server, Method::POST, check_path(check, "/resume"), false)
+        }
+        ChecksCommand::Delete { check, server } => {
+            (server, Method::DELETE, check_path(check, ""), false)
+        }
+    };
+    let api = crate::client::Api::new(&server.url, server.api_key.clone());
+    match api.call(method, &path).await {
+        Ok(v) if table => {
+            crate::client::print(&crate::client::checks_table(&v));
+            0
+        }
+        Ok(serde_json::Value::Null) => {
+            if let ChecksCommand::Delete { check, .. } = &cmd {
+                crate::client::print(&format!("deleted {check}\n"));
+            }
+            0
+        }
+        Ok(v) => {
+            crate::client::print(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&v).unwrap_or_default()
+            ));
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn check_path(check: &str, suffix: &str) -> String {
+    let key: String = form_urlencoded::byte_serialize(check.as_bytes()).collect();
+    format!("/checks/{key}{suffix}")
 }
 
 /// `overdue schedule`: the next fire times, one RFC 3339 instant per line in the zone's offset.

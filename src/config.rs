@@ -112,6 +112,8 @@ pub struct Config {
     pub metrics: MetricsSettings,
     /// Sections of SPEC §11 that are accepted but not acted on yet.
     pub reserved_sections: Vec<String>,
+    /// The file this was read from: what a reload reads again.
+    pub file: Option<PathBuf>,
 }
 
 /// Every problem found in a configuration, each naming its key.
@@ -199,7 +201,9 @@ impl Config {
             KNOWN_KEYS.contains(&top.as_str()) || RESERVED_KEYS.contains(&top.as_str())
         });
         figment = figment.merge(env);
-        Self::from_figment(&figment)
+        let mut config = Self::from_figment(&figment)?;
+        config.file = file.map(Path::to_path_buf);
+        Ok(config)
     }
 
     /// Parses a config given as TOML text on top of the defaults (no environment).
@@ -297,6 +301,11 @@ impl Config {
         let checks = check_inputs.map(|inputs| {
             let mut seen = std::collections::HashSet::new();
             for (i, input) in inputs.iter().enumerate() {
+                if input.as_ref().is_some_and(|c| c.slug.is_none()) {
+                    f.errors.push(format!(
+                        "checks[{i}].slug: required (checks in the file are kept in step with the database by slug)"
+                    ));
+                }
                 if let Some(slug) = input.as_ref().and_then(|c| c.slug.as_ref()) {
                     if !seen.insert(slug.clone()) {
                         f.errors
@@ -380,6 +389,7 @@ impl Config {
             notify: notify.ok_or_else(missing)?,
             metrics: metrics.ok_or_else(missing)?,
             reserved_sections,
+            file: None,
         })
     }
 

@@ -124,6 +124,18 @@ impl Ingest {
         write(&self.by_uuid).insert(r.uuid, r);
     }
 
+    /// Drops a check from the routing map (after it was deleted, or before
+    /// its slug changes).
+    pub fn forget(&self, uuid: Uuid, slug: Option<&str>) {
+        if let Some(slug) = slug {
+            let mut by_slug = write(&self.by_slug);
+            if by_slug.get(slug).is_some_and(|r| r.uuid == uuid) {
+                by_slug.remove(slug);
+            }
+        }
+        write(&self.by_uuid).remove(&uuid);
+    }
+
     /// Queues a ping and waits until its batch is committed.
     pub async fn submit(&self, ping: NewPing) -> Result<(), IngestError> {
         let (reply, rx) = oneshot::channel();

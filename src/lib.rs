@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod domain;
 pub mod evaluator;
@@ -14,4 +15,5 @@ pub mod ingest;
 pub mod lease;
 pub mod metrics;
 pub mod notify;
+pub mod reconcile;
 pub mod store;

@@ -196,7 +196,8 @@ both_backends!(validation_errors_name_the_field, |backend| async move {
         (status, e["error"]["code"].as_str()),
         (404, Some("not_found"))
     );
-    let (status, _) = error_of(
+    // Anything that is not a uuid is a slug.
+    let (status, e) = error_of(
         s.client
             .get(s.url("/api/v1/checks/nope"))
             .send()
@@ -204,7 +205,11 @@ both_backends!(validation_errors_name_the_field, |backend| async move {
             .unwrap(),
     )
     .await;
-    assert_eq!(status, 400);
+    assert_eq!(status, 404);
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("nope"),
+        "{e}"
+    );
     let (status, _) = error_of(s.client.get(s.url("/api/v1/nothing")).send().await.unwrap()).await;
     assert_eq!(status, 404);
 });

@@ -4,15 +4,17 @@
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::api::{parse_json, rfc3339};
 use super::auth::{ReadAccess, WriteAccess};
-use super::error::AppError;
+use super::error::{AppError, ErrorBody};
 use super::AppState;
 use crate::domain::check::FieldError;
 use crate::notify::dispatch::DispatchNotice;
@@ -20,21 +22,19 @@ use crate::notify::route::GroupBy;
 use crate::notify::silence::{Silence, SilenceInput, SilenceSource};
 use crate::store::notify::{AttemptRecord, NotificationFilter, NotificationRecord, SilenceRecord};
 
-/// The alerting routes, nested under `/api/v1`.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/notifications", get(list_notifications))
-        .route("/notifications/{id}", get(get_notification))
-        .route("/silences", get(list_silences).post(create_silence))
-        .route(
-            "/silences/{id}",
-            get(get_silence).put(replace_silence).delete(delete_silence),
-        )
-        .route("/receivers", get(list_receivers))
-        .route("/routes", get(get_routes))
+/// The alerting routes, relative to `/api/v1`.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_notifications))
+        .routes(routes!(get_notification))
+        .routes(routes!(list_silences, create_silence))
+        .routes(routes!(get_silence, replace_silence, delete_silence))
+        .routes(routes!(list_receivers))
+        .routes(routes!(get_routes))
 }
 
-#[derive(Debug, Serialize)]
+/// One delivery attempt.
+#[derive(Debug, Serialize, ToSchema)]
 struct AttemptView {
     at: String,
     outcome: String,
@@ -42,7 +42,8 @@ struct AttemptView {
     error: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+/// A notification with its delivery attempts.
+#[derive(Debug, Serialize, ToSchema)]
 struct NotificationView {
     id: String,
     kind: String,
@@ -57,6 +58,7 @@ struct NotificationView {
     delivered_at: Option<String>,
     reported_at: Option<String>,
     /// The notification as sent (Alertmanager's webhook format).
+    #[schema(value_type = Object)]
     payload: Value,
     attempt_log: Vec<AttemptView>,
 }
@@ -89,9 +91,12 @@ fn notification_view(n: NotificationRecord, attempts: &[AttemptRecord]) -> Notif
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// Filters of the notification list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct NotificationQuery {
+    /// `pending`, `delivered`, `dead` or `obsolete`.
     state: Option<String>,
     receiver: Option<String>,
     limit: Option<u32>,
@@ -99,6 +104,14 @@ struct NotificationQuery {
 
 const STATES: &[&str] = &["pending", "delivered", "dead", "obsolete"];
 
+#[utoipa::path(get, path = "/notifications", tag = "alerting",
+    summary = "Notifications, newest first, with their delivery attempts",
+    params(NotificationQuery),
+    responses(
+        (status = 200, description = "Notifications", body = NotificationList),
+        (status = 400, description = "A bad filter", body = ErrorBody),
+    ),
+    security(("api_key" = ["read"]), ("bearer" = ["read"])))]
 async fn list_notifications(
     State(state): State<AppState>,
     _: ReadAccess,
@@ -135,6 +148,14 @@ async fn list_notifications(
     Ok(Json(serde_json::json!({ "notifications": views })))
 }
 
+#[utoipa::path(get, path = "/notifications/{id}", tag = "alerting",
+    summary = "One notification with its delivery attempts",
+    params(("id" = String, Path, description = "The notification's id")),
+    responses(
+        (status = 200, description = "The notification", body = NotificationView),
+        (status = 404, description = "No such notification", body = ErrorBody),
+    ),
+    security(("api_key" = ["read"]), ("bearer" = ["read"])))]
 async fn get_notification(
     State(state): State<AppState>,
     _: ReadAccess,
@@ -147,7 +168,8 @@ async fn get_notification(
     Ok(Json(notification_view(n, &attempts)))
 }
 
-#[derive(Debug, Serialize)]
+/// A silence: matching checks notify nothing while it is active.
+#[derive(Debug, Serialize, ToSchema)]
 struct SilenceView {
     id: String,
     matchers: Vec<String>,
@@ -155,7 +177,11 @@ struct SilenceView {
     ends_at: String,
     comment: String,
     created_by: String,
+    /// `api` or `config` (declared in the config file; change it there).
+    #[schema(value_type = String)]
     source: &'static str,
+    /// `pending`, `active` or `expired`.
+    #[schema(value_type = String)]
     state: &'static str,
 }
 
@@ -173,7 +199,7 @@ fn silence_view(s: &Silence, now: i64) -> SilenceView {
 }
 
 async fn all_silences(state: &AppState, now: i64) -> Result<Vec<Silence>, AppError> {
-    let mut out = state.config.notify.silences.clone();
+    let mut out = state.live.config().notify.silences.clone();
     for rec in state.store.list_silences().await? {
         match crate::notify::silence_from_record(&rec, now) {
             Ok(s) => out.push(s),
@@ -183,6 +209,10 @@ async fn all_silences(state: &AppState, now: i64) -> Result<Vec<Silence>, AppErr
     Ok(out)
 }
 
+#[utoipa::path(get, path = "/silences", tag = "alerting",
+    summary = "Silences from the config file and the API",
+    responses((status = 200, description = "Silences", body = SilenceList)),
+    security(("api_key" = ["read"]), ("bearer" = ["read"])))]
 async fn list_silences(
     State(state): State<AppState>,
     _: ReadAccess,
@@ -196,6 +226,14 @@ async fn list_silences(
     Ok(Json(serde_json::json!({ "silences": views })))
 }
 
+#[utoipa::path(get, path = "/silences/{id}", tag = "alerting",
+    summary = "One silence",
+    params(("id" = String, Path, description = "The silence's id")),
+    responses(
+        (status = 200, description = "The silence", body = SilenceView),
+        (status = 404, description = "No such silence", body = ErrorBody),
+    ),
+    security(("api_key" = ["read"]), ("bearer" = ["read"])))]
 async fn get_silence(
     State(state): State<AppState>,
     _: ReadAccess,
@@ -264,6 +302,14 @@ async fn store_silence(
     Ok(silence_view(&silence, now))
 }
 
+#[utoipa::path(post, path = "/silences", tag = "alerting",
+    summary = "Create a silence",
+    request_body = SilenceInputDoc,
+    responses(
+        (status = 201, description = "Created", body = SilenceView),
+        (status = 400, description = "Invalid fields, each named", body = ErrorBody),
+    ),
+    security(("api_key" = ["write"]), ("bearer" = ["write"])))]
 async fn create_silence(
     State(state): State<AppState>,
     _: WriteAccess,
@@ -275,7 +321,14 @@ async fn create_silence(
 }
 
 fn refuse_config(state: &AppState, id: &str) -> Result<(), AppError> {
-    if state.config.notify.silences.iter().any(|s| s.id == id) {
+    if state
+        .live
+        .config()
+        .notify
+        .silences
+        .iter()
+        .any(|s| s.id == id)
+    {
         return Err(AppError::Conflict(format!(
             "silence {id:?} is declared in the config file; change it there"
         )));
@@ -283,6 +336,17 @@ fn refuse_config(state: &AppState, id: &str) -> Result<(), AppError> {
     Ok(())
 }
 
+#[utoipa::path(put, path = "/silences/{id}", tag = "alerting",
+    summary = "Replace a silence created through the API",
+    params(("id" = String, Path, description = "The silence's id")),
+    request_body = SilenceInputDoc,
+    responses(
+        (status = 200, description = "Replaced", body = SilenceView),
+        (status = 400, description = "Invalid fields, each named", body = ErrorBody),
+        (status = 404, description = "No such silence", body = ErrorBody),
+        (status = 409, description = "Declared in the config file", body = ErrorBody),
+    ),
+    security(("api_key" = ["write"]), ("bearer" = ["write"])))]
 async fn replace_silence(
     State(state): State<AppState>,
     _: WriteAccess,
@@ -301,6 +365,15 @@ async fn replace_silence(
     Ok(Json(view))
 }
 
+#[utoipa::path(delete, path = "/silences/{id}", tag = "alerting",
+    summary = "Delete a silence created through the API",
+    params(("id" = String, Path, description = "The silence's id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such silence", body = ErrorBody),
+        (status = 409, description = "Declared in the config file", body = ErrorBody),
+    ),
+    security(("api_key" = ["write"]), ("bearer" = ["write"])))]
 async fn delete_silence(
     State(state): State<AppState>,
     _: WriteAccess,
@@ -315,9 +388,14 @@ async fn delete_silence(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(get, path = "/receivers", tag = "alerting",
+    summary = "Configured receivers (secrets never shown)",
+    responses((status = 200, description = "Receivers", body = ReceiverList)),
+    security(("api_key" = ["read"]), ("bearer" = ["read"])))]
 async fn list_receivers(State(state): State<AppState>, _: ReadAccess) -> Json<Value> {
     let list: Vec<Value> = state
-        .config
+        .live
+        .config()
         .notify
         .receivers
         .iter()
@@ -333,8 +411,13 @@ async fn list_receivers(State(state): State<AppState>, _: ReadAccess) -> Json<Va
     Json(serde_json::json!({ "receivers": list }))
 }
 
+#[utoipa::path(get, path = "/routes", tag = "alerting",
+    summary = "The routing tree",
+    responses((status = 200, description = "The root route with its children (`null`: none)", body = RouteTreeDoc)),
+    security(("api_key" = ["read"]), ("bearer" = ["read"])))]
 async fn get_routes(State(state): State<AppState>, _: ReadAccess) -> Json<Value> {
-    let Some(tree) = state.config.notify.route.as_ref() else {
+    let config = state.live.config();
+    let Some(tree) = config.notify.route.as_ref() else {
         return Json(serde_json::json!({ "route": null }));
     };
     fn node(tree: &crate::notify::route::RouteTree, id: usize) -> Value {
@@ -357,4 +440,65 @@ async fn get_routes(State(state): State<AppState>, _: ReadAccess) -> Json<Value>
         })
     }
     Json(serde_json::json!({ "route": node(tree, 0) }))
+}
+
+/// Notifications, newest first.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct NotificationList {
+    notifications: Vec<NotificationView>,
+}
+
+/// Silences.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct SilenceList {
+    silences: Vec<SilenceView>,
+}
+
+/// A silence as written in a request (and in the config file's `[[silences]]`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct SilenceInputDoc {
+    /// Only in a PUT, equal to the URL's.
+    id: Option<String>,
+    /// Alertmanager matchers over check labels, e.g. `team="data"`.
+    matchers: Vec<String>,
+    /// RFC 3339; default now.
+    starts_at: Option<String>,
+    /// RFC 3339; or give `duration`.
+    ends_at: Option<String>,
+    /// Humantime, e.g. `2h`.
+    duration: Option<String>,
+    comment: String,
+    created_by: Option<String>,
+}
+
+/// One receiver; its secrets (passwords, tokens, URLs' credentials) are never shown.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct ReceiverDoc {
+    name: String,
+    /// `email`, `webhook`, `slack` or `alertmanager`.
+    #[schema(rename = "type")]
+    kind: String,
+    send_resolved: bool,
+    timeout: String,
+}
+
+/// Receivers.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct ReceiverList {
+    receivers: Vec<ReceiverDoc>,
+}
+
+/// The routing tree.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct RouteTreeDoc {
+    /// The root route: `key, receiver, matchers, group_by, group_wait, group_interval,
+    /// repeat_interval, continue, mute_time_intervals, active_time_intervals, routes`.
+    #[schema(value_type = Option<Object>)]
+    route: Option<Value>,
 }

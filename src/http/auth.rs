@@ -14,6 +14,7 @@ use subtle::ConstantTimeEq;
 use super::error::AppError;
 use super::AppState;
 use crate::config::{ApiKey, Scope};
+use crate::store::StoreError;
 
 /// A caller allowed to read.
 pub struct ReadAccess;
@@ -24,43 +25,106 @@ pub struct WriteAccess;
 impl FromRequestParts<AppState> for ReadAccess {
     type Rejection = AppError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
-        authorize(parts, state, Scope::Read).map(|_| ReadAccess)
+        require(parts, state, Scope::Read).await.map(|_| ReadAccess)
     }
 }
 
 impl FromRequestParts<AppState> for WriteAccess {
     type Rejection = AppError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
-        authorize(parts, state, Scope::Write).map(|_| WriteAccess)
+        require(parts, state, Scope::Write)
+            .await
+            .map(|_| WriteAccess)
     }
 }
 
-fn authorize(parts: &Parts, state: &AppState, needed: Scope) -> Result<(), AppError> {
-    let keys = &state.config.api_keys;
-    if keys.is_empty() {
+/// Why a request was refused.
+#[derive(Debug)]
+pub enum Denied {
+    /// Keys exist and the request carries none.
+    Missing,
+    /// The request carries a key that is not one of ours.
+    Wrong,
+    /// No key exists at all and the client is not on loopback.
+    LoopbackOnly,
+    /// The key has read scope and the request writes.
+    ReadOnly,
+    /// The stored keys could not be read.
+    Unavailable(StoreError),
+}
+
+impl From<Denied> for AppError {
+    fn from(d: Denied) -> AppError {
+        match d {
+            Denied::Missing => AppError::Unauthorized("missing API key".to_string()),
+            Denied::Wrong => AppError::Unauthorized("wrong API key".to_string()),
+            Denied::LoopbackOnly => AppError::Forbidden(
+                "no API keys are configured, so the API only answers requests from loopback"
+                    .to_string(),
+            ),
+            Denied::ReadOnly => AppError::Forbidden(
+                "this API key has read scope; this request needs a write key".to_string(),
+            ),
+            Denied::Unavailable(e) => e.into(),
+        }
+    }
+}
+
+async fn require(parts: &Parts, state: &AppState, needed: Scope) -> Result<Scope, AppError> {
+    let scope = scope_of(parts, state).await?;
+    if scope < needed {
+        return Err(Denied::ReadOnly.into());
+    }
+    Ok(scope)
+}
+
+/// The scope of the caller: the scope of its key (from the config file or
+/// created through the API), or write for a loopback client while no key
+/// exists at all.
+pub async fn scope_of(parts: &Parts, state: &AppState) -> Result<Scope, Denied> {
+    let config = state.live.config();
+    let presented = presented_key(&parts.headers);
+    // A config key answers without a database read.
+    if let Some(scope) = presented.and_then(|k| match_key(&config.api_keys, k)) {
+        return Ok(scope);
+    }
+    if presented.is_none() && !config.api_keys.is_empty() {
+        return Err(Denied::Missing);
+    }
+    let stored = state
+        .store
+        .list_api_keys()
+        .await
+        .map_err(Denied::Unavailable)?;
+    if config.api_keys.is_empty() && stored.is_empty() {
         let peer = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0);
         let client = peer.map(|p| client_ip(p, &parts.headers, &state.config.trusted_proxies));
         return match client {
-            Some(ip) if ip.is_loopback() => Ok(()),
-            _ => Err(AppError::Forbidden(
-                "no API keys are configured, so the API only answers requests from loopback"
-                    .to_string(),
-            )),
+            Some(ip) if ip.is_loopback() => Ok(Scope::Write),
+            _ => Err(Denied::LoopbackOnly),
         };
     }
-    let presented = presented_key(&parts.headers)
-        .ok_or_else(|| AppError::Unauthorized("missing API key".to_string()))?;
-    let scope = match_key(keys, presented)
-        .ok_or_else(|| AppError::Unauthorized("wrong API key".to_string()))?;
-    if scope < needed {
-        return Err(AppError::Forbidden(
-            "this API key has read scope; this request needs a write key".to_string(),
-        ));
-    }
-    Ok(())
+    let presented = presented.ok_or(Denied::Missing)?;
+    let stored: Vec<ApiKey> = stored.iter().filter_map(stored_key).collect();
+    match_key(&stored, presented).ok_or(Denied::Wrong)
+}
+
+/// A stored key as the matcher compares it.
+fn stored_key(r: &crate::store::keys::ApiKeyRecord) -> Option<ApiKey> {
+    let sha256: [u8; 32] = hex::decode(&r.sha256).ok()?.try_into().ok()?;
+    let scope = match r.scope.as_str() {
+        "read" => Scope::Read,
+        "write" => Scope::Write,
+        _ => return None,
+    };
+    Some(ApiKey {
+        name: r.name.clone(),
+        scope,
+        sha256,
+    })
 }
 
 /// The key a request carries, from `X-Api-Key` or `Authorization: Bearer`.

@@ -65,3 +65,30 @@ impl IntoResponse for AppError {
         (status, Json(body)).into_response()
     }
 }
+
+/// The error body of every `/api/v1` route.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ErrorBody {
+    error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ErrorDetail {
+    /// `bad_request`, `invalid`, `not_found`, `conflict`, `unauthorized`,
+    /// `forbidden` or `unavailable`.
+    code: String,
+    message: String,
+    /// With `invalid`: every field at fault.
+    fields: Option<Vec<FieldErrorDoc>>,
+}
+
+/// One invalid field.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct FieldErrorDoc {
+    field: String,
+    message: String,
+}

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::routing::{any, get};
 use axum::Router;
 
@@ -12,14 +12,18 @@ use crate::evaluator::{EvaluatorHandle, Observed};
 use crate::ingest::Ingest;
 use crate::metrics::Metrics;
 use crate::notify::dispatch::DispatchHandle;
+use crate::reconcile::Live;
 use crate::store::Store;
+use error::AppError;
 
+pub mod admin;
 pub mod alerting;
 pub mod api;
 pub mod auth;
 pub mod error;
 pub mod metrics;
 pub mod ping;
+pub mod v3;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -33,6 +37,8 @@ pub struct AppState {
     pub dispatch: DispatchHandle,
     /// The service metrics.
     pub metrics: Arc<Metrics>,
+    /// The reloadable configuration (API keys, receivers, routes, silences).
+    pub live: Arc<Live>,
 }
 
 /// The whole HTTP surface.
@@ -41,12 +47,33 @@ pub fn router(state: AppState) -> Router {
         .route("/ping/{*path}", any(ping::ping))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .nest("/api/v1", api::router().merge(alerting::router()));
+        .nest("/api/v1", v1())
+        .nest("/api/v3", v3::router());
     // With a listener of its own, /metrics is served only there.
     if state.config.metrics.listen.is_none() {
         app = app.merge(metrics::router());
     }
     app.with_state(state)
+}
+
+/// `/api/v1`: the documented routes, the document itself, and a JSON 404.
+fn v1() -> Router<AppState> {
+    let (routes, doc) = admin::v1();
+    let doc = Arc::new(doc.to_pretty_json().unwrap_or_default());
+    routes
+        .route(
+            "/openapi.json",
+            get(move || {
+                let doc = doc.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], (*doc).clone()) }
+            }),
+        )
+        .fallback(|| async { AppError::NotFound("no such API route".to_string()) })
+}
+
+/// The OpenAPI document of `/api/v1`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    admin::v1().1
 }
 
 /// Liveness: the process serves requests.

@@ -169,6 +169,8 @@ pub struct Deliverer {
     leader: Option<LeaderWatch>,
     /// Counts every attempt, when set.
     metrics: Option<Arc<Metrics>>,
+    /// Configuration reloads to follow.
+    updates: Option<tokio::sync::watch::Receiver<Arc<NotifyConfig>>>,
 }
 
 impl Deliverer {
@@ -204,7 +206,14 @@ impl Deliverer {
             config,
             leader: None,
             metrics: None,
+            updates: None,
         }
+    }
+
+    /// Follows configuration reloads: each new value replaces the receivers
+    /// and delivery settings (picked up within one loop, at most 5 s).
+    pub fn follow(&mut self, updates: tokio::sync::watch::Receiver<Arc<NotifyConfig>>) {
+        self.updates = Some(updates);
     }
 
     /// True when an attempt bounded by `timeout` may start now: only while
@@ -248,6 +257,12 @@ impl Deliverer {
             if !self.claim(&n.id) {
                 continue;
             }
+            // The list may predate an attempt that finished (and released
+            // its claim) while it was read: send only what is still due.
+            if !self.still_due(&n, now).await {
+                self.release(&n.id);
+                continue;
+            }
             let Some(receiver_slot) = self.receiver_slot(&n.receiver) else {
                 self.release(&n.id);
                 continue;
@@ -272,6 +287,19 @@ impl Deliverer {
             });
         }
         Ok(started)
+    }
+
+    /// True when `n` is, as read again now, pending, due and not attempted
+    /// since it was listed.
+    async fn still_due(&self, n: &NotificationRecord, now: UnixMs) -> bool {
+        match self.store.notification(&n.id).await {
+            Ok(Some(fresh)) => {
+                fresh.state == "pending"
+                    && fresh.attempts == n.attempts
+                    && fresh.next_attempt_at.is_none_or(|at| at <= now)
+            }
+            _ => false,
+        }
     }
 
     fn claim(&self, id: &str) -> bool {
@@ -395,6 +423,11 @@ impl Deliverer {
             tracing::info!("delivering notifications as leader");
             self.last_sweep = now_ms();
             while is_leader(&leader.borrow()) {
+                if let Some(u) = self.updates.as_mut() {
+                    if u.has_changed().unwrap_or(false) {
+                        self.config = u.borrow_and_update().clone();
+                    }
+                }
                 let now = now_ms();
                 if now - self.last_sweep >= ms(self.config.delivery.sweep_interval) {
                     if let Err(e) = self.sweep(now).await {

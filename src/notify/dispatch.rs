@@ -35,6 +35,8 @@ pub enum DispatchNotice {
     Checks(Vec<i64>),
     /// Silences were created, changed or deleted.
     Silences,
+    /// The configuration was reloaded: new receivers, routes and config silences.
+    Config(Arc<NotifyConfig>),
 }
 
 /// A cheap handle to send notices to the dispatcher.
@@ -313,6 +315,18 @@ impl Dispatcher {
             DispatchNotice::Silences => {
                 if let Err(e) = self.reload_silences(now).await {
                     tracing::warn!(error = %format!("{e:#}"), "cannot read silences");
+                }
+            }
+            DispatchNotice::Config(config) => {
+                // Routes may have changed every group: start over as at
+                // start-up; what receivers were told is read back, so
+                // nothing is announced twice.
+                self.config = config;
+                self.alerts.clear();
+                self.groups.clear();
+                self.schedule.clear();
+                if let Err(e) = self.load(now).await {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot reload alerts after a configuration change");
                 }
             }
         }
@@ -636,7 +650,13 @@ impl Dispatcher {
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     changed = leader.changed() => if changed.is_err() { return },
-                    notice = self.rx.recv() => if notice.is_none() { return },
+                    notice = self.rx.recv() => match notice {
+                        None => return,
+                        // A follower keeps only the configuration: a term
+                        // starts from the database with the newest one.
+                        Some(DispatchNotice::Config(config)) => self.config = config,
+                        Some(_) => {}
+                    },
                 }
             }
             if !self.lead(&stop, &mut leader).await {

@@ -13,6 +13,7 @@ use crate::domain::check::{CheckSpec, Methods, Schedule, WindowInput};
 use crate::domain::ping::{OpenRun, PingKind, RunChange, Summary, Thresholds, UnixMs};
 use crate::domain::status::{Reason, Status};
 
+pub mod keys;
 pub mod lease;
 pub mod metrics;
 pub mod notify;
@@ -579,7 +580,13 @@ pub struct RunRecord {
 /// The storage operations the server needs.
 #[async_trait]
 pub trait Store:
-    notify::NotifyStore + lease::LeaseStore + metrics::MetricsStore + Send + Sync + 'static
+    notify::NotifyStore
+    + lease::LeaseStore
+    + metrics::MetricsStore
+    + keys::KeyStore
+    + Send
+    + Sync
+    + 'static
 {
     /// Succeeds when the database answers.
     async fn health(&self) -> Result<(), StoreError>;
@@ -652,7 +659,28 @@ pub trait Store:
     /// Pauses or resumes a check; `NotFound` if it does not exist.
     async fn set_paused(&self, check_id: i64, paused: bool) -> Result<(), StoreError>;
     /// The newest `limit` pings of a check, newest first.
-    async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError>;
+    async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError> {
+        self.list_pings_before(check_id, None, limit).await
+    }
+    /// A page of a check's pings, newest first: those numbered below
+    /// `before` (all when `None`), at most `limit`.
+    async fn list_pings_before(
+        &self,
+        check_id: i64,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<PingRecord>, StoreError>;
+    /// Replaces a check's definition (not its uuid, source or state);
+    /// `NotFound` if it does not exist, `Conflict` when its new slug is taken.
+    async fn update_check(
+        &self,
+        check_id: i64,
+        spec: &CheckSpec,
+        now: UnixMs,
+    ) -> Result<(), StoreError>;
+    /// Deletes a check with its pings, runs, flips and incidents; `NotFound`
+    /// if it does not exist.
+    async fn delete_check(&self, check_id: i64) -> Result<(), StoreError>;
     /// The newest `limit` runs of a check, newest first.
     async fn list_runs(&self, check_id: i64, limit: u32) -> Result<Vec<RunRecord>, StoreError>;
 }
@@ -993,6 +1021,69 @@ pub(crate) fn insert_check_sql(placeholder: fn(usize) -> String) -> String {
         params.join(", ")
     )
 }
+
+/// The columns an update rewrites, in bind order (then `updated_at`, then the id).
+const UPDATE_COLUMNS: &[&str] = &[
+    "slug",
+    "name",
+    "description",
+    "labels",
+    "interval_ms",
+    "cron",
+    "tz",
+    "grace_ms",
+    "active_hours",
+    "zero_items_after_ms",
+    "zero_items_runs",
+    "failure_threshold",
+    "recovery_threshold",
+    "max_runtime_ms",
+    "alert_on_overlap",
+    "manual_resume",
+    "methods",
+    "updated_at",
+];
+
+/// The SQL that rewrites a check's definition, for both backends.
+pub(crate) fn update_check_sql(placeholder: fn(usize) -> String) -> String {
+    let sets: Vec<String> = UPDATE_COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{c} = {}", placeholder(i + 1)))
+        .collect();
+    format!(
+        "UPDATE checks SET {} WHERE id = {}",
+        sets.join(", "),
+        placeholder(UPDATE_COLUMNS.len() + 1)
+    )
+}
+
+/// Binds [`CheckValues`] in the order of [`update_check_sql`].
+macro_rules! bind_update_values {
+    ($query:expr, $v:expr, $now:expr, $id:expr) => {
+        $query
+            .bind($v.slug.clone())
+            .bind($v.name.clone())
+            .bind($v.description.clone())
+            .bind($v.labels.clone())
+            .bind($v.interval_ms)
+            .bind($v.cron.clone())
+            .bind($v.tz.clone())
+            .bind($v.grace_ms)
+            .bind($v.active_hours.clone())
+            .bind($v.zero_items_after_ms)
+            .bind($v.zero_items_runs)
+            .bind($v.failure_threshold)
+            .bind($v.recovery_threshold)
+            .bind($v.max_runtime_ms)
+            .bind($v.alert_on_overlap)
+            .bind($v.manual_resume)
+            .bind($v.methods)
+            .bind($now)
+            .bind($id)
+    };
+}
+pub(crate) use bind_update_values;
 
 /// Binds [`CheckValues`] in the order of [`insert_check_sql`].
 macro_rules! bind_check_values {

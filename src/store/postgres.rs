@@ -604,19 +604,27 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError> {
+    async fn list_pings_before(
+        &self,
+        check_id: i64,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<PingRecord>, StoreError> {
         // Pings still in the inbox first (newest), then the folded log.
         let mut tx = self.read_snapshot().await?;
         let mut check = folded_check_on(&mut tx, check_id).await?;
         let pending = pending_on(&mut tx, Some(check_id)).await?;
         let mut out = apply_pending(&mut check, &pending);
         out.reverse();
+        let before = before.unwrap_or(i64::MAX);
+        out.retain(|p| p.n < before);
         out.truncate(limit as usize);
         let rows: Vec<PingRow> = sqlx::query_as(
             "SELECT id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, \
-             scheme, body, duration_ms FROM pings WHERE check_id = $1 ORDER BY id DESC LIMIT $2",
+             scheme, body, duration_ms FROM pings WHERE check_id = $1 AND n < $2 ORDER BY id DESC LIMIT $3",
         )
         .bind(check_id)
+        .bind(before)
         .bind(i64::from(limit) - out.len() as i64)
         .fetch_all(&mut *tx)
         .await?;
@@ -625,6 +633,32 @@ impl Store for PgStore {
         Ok(out)
     }
 
+    async fn update_check(
+        &self,
+        check_id: i64,
+        spec: &CheckSpec,
+        now: UnixMs,
+    ) -> Result<(), StoreError> {
+        let v = CheckValues::new(spec, CheckSource::Api)?;
+        let sql = super::update_check_sql(|i| format!("${i}"));
+        let done = super::bind_update_values!(sqlx::query(&sql), v, now, check_id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+    async fn delete_check(&self, check_id: i64) -> Result<(), StoreError> {
+        let done = sqlx::query("DELETE FROM checks WHERE id = $1")
+            .bind(check_id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
     async fn list_runs(&self, check_id: i64, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
         let mut tx = self.read_snapshot().await?;
         let mut check = folded_check_on(&mut tx, check_id).await?;
@@ -1038,3 +1072,4 @@ impl super::lease::LeaseStore for PgStore {
 
 super::notify::impl_notify_store!(PgStore);
 super::metrics::impl_metrics_store!(PgStore);
+super::keys::impl_key_store!(PgStore);

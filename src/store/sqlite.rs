@@ -473,19 +473,27 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError> {
+    async fn list_pings_before(
+        &self,
+        check_id: i64,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<PingRecord>, StoreError> {
         // Pings still in the inbox first (newest), then the folded log.
         let mut tx = self.read_snapshot().await?;
         let mut check = folded_check_on(&mut tx, check_id).await?;
         let pending = pending_on(&mut tx, Some(check_id)).await?;
         let mut out = apply_pending(&mut check, &pending);
         out.reverse();
+        let before = before.unwrap_or(i64::MAX);
+        out.retain(|p| p.n < before);
         out.truncate(limit as usize);
         let rows: Vec<super::PingRow> = sqlx::query_as(
             "SELECT id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, \
-             scheme, body, duration_ms FROM pings WHERE check_id = ? ORDER BY id DESC LIMIT ?",
+             scheme, body, duration_ms FROM pings WHERE check_id = ? AND n < ? ORDER BY id DESC LIMIT ?",
         )
         .bind(check_id)
+        .bind(before)
         .bind(i64::from(limit) - out.len() as i64)
         .fetch_all(&mut *tx)
         .await?;
@@ -494,6 +502,37 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
+    async fn update_check(
+        &self,
+        check_id: i64,
+        spec: &CheckSpec,
+        now: UnixMs,
+    ) -> Result<(), StoreError> {
+        let v = CheckValues::new(spec, CheckSource::Api)?;
+        // Under the writer's lock: the writer caches flags and thresholds.
+        let mut w = self.writer.lock().await;
+        let sql = super::update_check_sql(|_| "?".to_string());
+        let done = super::bind_update_values!(sqlx::query(&sql), v, now, check_id)
+            .execute(&self.pool)
+            .await?;
+        w.checks.remove(&check_id);
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+    async fn delete_check(&self, check_id: i64) -> Result<(), StoreError> {
+        let mut w = self.writer.lock().await;
+        let done = sqlx::query("DELETE FROM checks WHERE id = ?")
+            .bind(check_id)
+            .execute(&self.pool)
+            .await?;
+        w.checks.remove(&check_id);
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
     async fn list_runs(&self, check_id: i64, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
         let mut tx = self.read_snapshot().await?;
         let mut check = folded_check_on(&mut tx, check_id).await?;
@@ -936,3 +975,4 @@ impl super::lease::LeaseStore for SqliteStore {
 
 super::notify::impl_notify_store!(SqliteStore);
 super::metrics::impl_metrics_store!(SqliteStore);
+super::keys::impl_key_store!(SqliteStore);

@@ -234,6 +234,20 @@ impl TestServer {
 
     pub async fn start_on(db: TestDb, extra_toml: &str) -> TestServer {
         let config = Config::from_toml(&db.config_toml(extra_toml)).expect("test config");
+        Self::start_with(db, config).await
+    }
+
+    /// Starts the server from a config file (so that it can be reloaded);
+    /// the file is `config_path(&db)`.
+    pub async fn start_from_file(db: TestDb, extra_toml: &str) -> TestServer {
+        let path = config_path(&db);
+        std::fs::write(&path, db.config_toml(extra_toml)).unwrap();
+        let config = Config::load(Some(&path)).expect("test config");
+        Self::start_with(db, config).await
+    }
+
+    /// Starts the server with this configuration.
+    pub async fn start_with(db: TestDb, config: Config) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
@@ -310,6 +324,11 @@ impl TestServer {
         let TestServer { db, .. } = self;
         db
     }
+}
+
+/// Where [`TestServer::start_from_file`] writes its config file.
+pub fn config_path(db: &TestDb) -> PathBuf {
+    db.dir.path().join("overdue.toml")
 }
 
 /// An HTTP client that ignores proxy settings from the environment.
