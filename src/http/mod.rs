@@ -20,6 +20,7 @@ pub mod admin;
 pub mod alerting;
 pub mod api;
 pub mod auth;
+pub mod badge;
 pub mod error;
 pub mod metrics;
 pub mod ping;
@@ -48,7 +49,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .nest("/api/v1", v1())
-        .nest("/api/v3", v3::router());
+        .nest("/api/v3", v3::router())
+        .merge(badge::router());
     // With a listener of its own, /metrics is served only there.
     if state.config.metrics.listen.is_none() {
         app = app.merge(metrics::router());

@@ -1,0 +1,228 @@
+//! Status badges (SPEC §10, issue #8), healthchecks-style: `/badge/{key}.svg`,
+//! `.json` and `.shields`, for one check (its `unique_key`) or for every check
+//! carrying one label (its label badge key). Badges need no API key: the key in
+//! the URL is the secret, as in healthchecks.
+
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::api::CheckView;
+use super::v3::unique_key;
+use super::AppState;
+use crate::domain::status::Status;
+use crate::store::Check;
+
+/// How long a client or proxy may reuse a badge: short, so a badge on a wiki
+/// page follows the check within a minute.
+pub const CACHE_CONTROL: &str = "public, max-age=30";
+
+/// The three states a badge shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BadgeState {
+    Up,
+    Late,
+    Down,
+}
+
+impl BadgeState {
+    /// healthchecks' mapping: new and paused checks count as up, stalled as down.
+    pub fn of(status: Status) -> BadgeState {
+        match status {
+            Status::New | Status::Up | Status::Paused => BadgeState::Up,
+            Status::Late => BadgeState::Late,
+            Status::Down | Status::Stalled => BadgeState::Down,
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            BadgeState::Up => "up",
+            BadgeState::Late => "late",
+            BadgeState::Down => "down",
+        }
+    }
+
+    fn colour(self) -> &'static str {
+        match self {
+            BadgeState::Up => "#4c1",
+            BadgeState::Late => "#fe7d37",
+            BadgeState::Down => "#e05d44",
+        }
+    }
+
+    /// The shields.io endpoint colour name.
+    fn shields_colour(self) -> &'static str {
+        match self {
+            BadgeState::Up => "success",
+            BadgeState::Late => "important",
+            BadgeState::Down => "critical",
+        }
+    }
+}
+
+/// The badge routes.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/badge/{file}", get(badge))
+}
+
+/// The badge key of a label: a keyed hash, so that label badge URLs cannot be
+/// guessed from label names. The key is the database URL (a secret the server
+/// always has and that stays the same across restarts and replicas).
+pub fn label_badge_key(state: &AppState, name: &str, value: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"overdue label badge\0");
+    h.update(state.config.database_url.expose().as_bytes());
+    h.update(b"\0");
+    h.update(name.as_bytes());
+    h.update(b"=");
+    h.update(value.as_bytes());
+    hex::encode(&h.finalize()[..20])
+}
+
+async fn badge(State(state): State<AppState>, Path(file): Path<String>) -> Response {
+    let Some((key, format)) = file.rsplit_once('.') else {
+        return not_found();
+    };
+    if !matches!(format, "svg" | "json" | "shields") {
+        return not_found();
+    }
+    let checks = match state.store.list_checks().await {
+        Ok(c) => c,
+        Err(e) => return super::error::AppError::from(e).into_response(),
+    };
+    let Some((title, members)) = select(&state, checks, key) else {
+        return not_found();
+    };
+    let spans = state.observed.spans();
+    let mut cache = crate::domain::evaluate::RulesCache::default();
+    let states: Vec<BadgeState> = members
+        .into_iter()
+        .map(|c| BadgeState::of(CheckView::new(c, "", &spans, &mut cache).status))
+        .collect();
+    let worst = states.iter().copied().max().unwrap_or(BadgeState::Up);
+    let count = |s| states.iter().filter(|x| **x == s).count();
+    let (content_type, body) = match format {
+        "svg" => ("image/svg+xml", svg(&title, worst)),
+        "json" => (
+            "application/json",
+            json!({
+                "status": worst.word(),
+                "total": states.len(),
+                "grace": count(BadgeState::Late),
+                "down": count(BadgeState::Down),
+            })
+            .to_string(),
+        ),
+        _ => (
+            "application/json",
+            json!({
+                "schemaVersion": 1,
+                "label": title,
+                "message": worst.word(),
+                "color": worst.shields_colour(),
+            })
+            .to_string(),
+        ),
+    };
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, CACHE_CONTROL),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The checks a badge key names, with the badge's title.
+fn select(state: &AppState, checks: Vec<Check>, key: &str) -> Option<(String, Vec<Check>)> {
+    if key.len() != 40 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let key = key.to_ascii_lowercase();
+    if let Some(c) = checks.iter().find(|c| unique_key(c.uuid) == key) {
+        let title = crate::explain::check_label(&c.spec);
+        return Some((title, vec![c.clone()]));
+    }
+    let mut label = None;
+    for c in &checks {
+        for (n, v) in &c.spec.labels {
+            if label_badge_key(state, n, v) == key {
+                label = Some((n.clone(), v.clone()));
+            }
+        }
+    }
+    let (n, v) = label?;
+    let members = checks
+        .into_iter()
+        .filter(|c| c.spec.labels.get(&n) == Some(&v))
+        .collect();
+    Some((format!("{n}={v}"), members))
+}
+
+fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CACHE_CONTROL, "no-store")],
+        "not found",
+    )
+        .into_response()
+}
+
+/// A flat two-part badge; widths estimated from the text length, since no
+/// font metrics are at hand (and no font may be fetched).
+fn svg(title: &str, state: BadgeState) -> String {
+    let title = xml_escape(title);
+    let word = state.word();
+    let w1 = 10 + 7 * title.chars().count().min(60);
+    let w2 = 10 + 7 * word.len();
+    let total = w1 + w2;
+    let c = state.colour();
+    format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="20" role="img" aria-label="{title}: {word}"><title>{title}: {word}</title><rect width="{w1}" height="20" fill="#555"/><rect x="{w1}" width="{w2}" height="20" fill="{c}"/><g fill="#fff" text-anchor="middle" font-family="Verdana,DejaVu Sans,sans-serif" font-size="11"><text x="{x1}" y="14">{title}</text><text x="{x2}" y="14">{word}</text></g></svg>"##,
+        x1 = w1 / 2,
+        x2 = w1 + w2 / 2,
+    )
+}
+
+/// Text made safe for XML and HTML content and attribute values.
+pub fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_map_like_healthchecks() {
+        assert_eq!(BadgeState::of(Status::New), BadgeState::Up);
+        assert_eq!(BadgeState::of(Status::Paused), BadgeState::Up);
+        assert_eq!(BadgeState::of(Status::Late), BadgeState::Late);
+        assert_eq!(BadgeState::of(Status::Stalled), BadgeState::Down);
+        assert!(BadgeState::Down > BadgeState::Late && BadgeState::Late > BadgeState::Up);
+    }
+
+    #[test]
+    fn svg_escapes_its_title() {
+        let s = svg("<b>&", BadgeState::Down);
+        assert!(s.contains("&lt;b&gt;&amp;"));
+        assert!(!s.contains("<b>"));
+    }
+}
