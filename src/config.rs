@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::domain::check::{CheckInput, CheckSpec};
+use crate::http::ui_settings::{DashboardInput, DashboardSettings};
 use crate::metrics::settings::{MetricsInput, MetricsSettings};
 use crate::notify::deliver::DeliverySettings;
 use crate::notify::receiver::{Receiver, ReceiverInput};
@@ -110,6 +111,8 @@ pub struct Config {
     pub notify: NotifyConfig,
     /// `[metrics]`: how /metrics is served.
     pub metrics: MetricsSettings,
+    /// `[dashboard]`: basic-auth users and the session cookie.
+    pub dashboard: DashboardSettings,
     /// Sections of SPEC §11 that are accepted but not acted on yet.
     pub reserved_sections: Vec<String>,
     /// The file this was read from: what a reload reads again.
@@ -159,11 +162,12 @@ const KNOWN_KEYS: &[&str] = &[
     "fallback_receiver",
     "notifications",
     "metrics",
+    "dashboard",
 ];
 
 /// Sections from SPEC §11 that later releases act on; accepted so that one
 /// config file can serve every version, and reported at start-up.
-const RESERVED_KEYS: &[&str] = &["rate_limit", "webhooks", "dashboard"];
+const RESERVED_KEYS: &[&str] = &["rate_limit", "webhooks"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -337,6 +341,15 @@ impl Config {
                 None
             }
         });
+        let dashboard: Option<DashboardInput> = f.get("dashboard");
+        let dashboard = dashboard.and_then(|d| match DashboardSettings::from_input(d) {
+            Ok(d) => Some(d),
+            Err(errs) => {
+                f.errors
+                    .extend(errs.into_iter().map(|e| format!("dashboard.{e}")));
+                None
+            }
+        });
         if let (Some(h), Some(l)) = (heartbeat_period, lease_ttl) {
             if l < h * 2 {
                 errors.push(format!(
@@ -388,6 +401,7 @@ impl Config {
             checks: checks.ok_or_else(missing)?,
             notify: notify.ok_or_else(missing)?,
             metrics: metrics.ok_or_else(missing)?,
+            dashboard: dashboard.ok_or_else(missing)?,
             reserved_sections,
             file: None,
         })

@@ -24,6 +24,8 @@ pub mod badge;
 pub mod error;
 pub mod metrics;
 pub mod ping;
+pub mod ui;
+pub mod ui_settings;
 pub mod v3;
 
 /// What every handler shares.
@@ -50,7 +52,8 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .nest("/api/v1", v1())
         .nest("/api/v3", v3::router())
-        .merge(badge::router());
+        .merge(badge::router())
+        .merge(ui::router());
     // With a listener of its own, /metrics is served only there.
     if state.config.metrics.listen.is_none() {
         app = app.merge(metrics::router());
