@@ -1,5 +1,6 @@
 //! The web dashboard against the real server: login and its cookie, CSRF on
-//! every state-changing form, escaping, filters, basic auth.
+//! every state-changing form, escaping, filters, basic auth, and (with
+//! Debian's chromium) a headless browser signing in and pausing a down check.
 
 mod common;
 
@@ -453,3 +454,318 @@ both_backends!(loopback_without_keys_is_open, |backend| async move {
     assert_eq!(code, 200);
     assert!(html.contains("id=\"pause\""), "{html}");
 });
+
+/// A WebDriver session on Debian's chromedriver and headless chromium, spoken
+/// to over plain HTTP (the protocol is JSON; no driver crate needed).
+mod browser {
+    use std::net::TcpListener;
+    use std::path::PathBuf;
+    use std::process::{Child, Command, Stdio};
+    use std::time::Duration;
+
+    use serde_json::{json, Value};
+
+    const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+    pub struct Browser {
+        driver: Child,
+        base: String,
+        session: String,
+        http: reqwest::Client,
+        _profile: tempfile::TempDir,
+    }
+
+    /// The programs, or `None` (with the reason) when they are not installed.
+    pub fn programs() -> Result<(PathBuf, PathBuf), String> {
+        let find = |names: &[&str]| {
+            names
+                .iter()
+                .map(PathBuf::from)
+                .find(|p| p.exists())
+                .ok_or_else(|| format!("none of {names:?} is installed"))
+        };
+        let driver = find(&["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"])?;
+        let chromium = find(&["/usr/lib/chromium/chromium", "/usr/bin/chromium"])?;
+        Ok((driver, chromium))
+    }
+
+    impl Browser {
+        pub async fn start(driver: PathBuf, chromium: PathBuf) -> Browser {
+            // chromedriver wants a port number: take a free one from the OS.
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let driver = Command::new(driver)
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start chromedriver");
+            let http = reqwest::Client::builder()
+                .no_proxy()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap();
+            let base = format!("http://127.0.0.1:{port}");
+            let mut ready = false;
+            for _ in 0..200 {
+                if let Ok(r) = http.get(format!("{base}/status")).send().await {
+                    let v: Value = r.json().await.unwrap_or_default();
+                    if v["value"]["ready"] == true {
+                        ready = true;
+                        break;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert!(ready, "chromedriver did not start");
+            let profile = tempfile::tempdir().unwrap();
+            let caps = json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
+                "binary": chromium,
+                "args": ["--headless", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage",
+                         "--disable-background-networking", "--disable-component-update",
+                         "--disable-sync", "--no-first-run",
+                         format!("--user-data-dir={}", profile.path().display())]
+            }}}});
+            let r: Value = http
+                .post(format!("{base}/session"))
+                .json(&caps)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let session = r["value"]["sessionId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no WebDriver session: {r}"))
+                .to_string();
+            Browser {
+                driver,
+                base,
+                session,
+                http,
+                _profile: profile,
+            }
+        }
+
+        async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+            let url = format!("{}/session/{}{path}", self.base, self.session);
+            let mut request = self.http.request(method, url);
+            // chromedriver refuses a body on GET (even `null`).
+            if !body.is_null() {
+                request = request.json(&body);
+            }
+            let r: Value = request.send().await.unwrap().json().await.unwrap();
+            assert!(r["value"]["error"].is_null(), "WebDriver {path}: {r}");
+            r["value"].clone()
+        }
+
+        pub async fn goto(&self, url: &str) {
+            self.call(reqwest::Method::POST, "/url", json!({"url": url}))
+                .await;
+        }
+
+        pub async fn size(&self, width: u32, height: u32) {
+            self.call(
+                reqwest::Method::POST,
+                "/window/rect",
+                json!({"width": width, "height": height}),
+            )
+            .await;
+        }
+
+        pub async fn url(&self) -> String {
+            let v = self.call(reqwest::Method::GET, "/url", Value::Null).await;
+            v.as_str().unwrap().to_string()
+        }
+
+        pub async fn source(&self) -> String {
+            let v = self
+                .call(reqwest::Method::GET, "/source", Value::Null)
+                .await;
+            v.as_str().unwrap().to_string()
+        }
+
+        pub async fn find(&self, css: &str) -> String {
+            let v = self
+                .call(
+                    reqwest::Method::POST,
+                    "/element",
+                    json!({"using": "css selector", "value": css}),
+                )
+                .await;
+            v[ELEMENT].as_str().unwrap().to_string()
+        }
+
+        pub async fn text(&self, css: &str) -> String {
+            let id = self.find(css).await;
+            let v = self
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/element/{id}/text"),
+                    Value::Null,
+                )
+                .await;
+            v.as_str().unwrap().to_string()
+        }
+
+        pub async fn type_into(&self, css: &str, text: &str) {
+            let id = self.find(css).await;
+            self.call(
+                reqwest::Method::POST,
+                &format!("/element/{id}/value"),
+                json!({"text": text}),
+            )
+            .await;
+        }
+
+        pub async fn click(&self, css: &str) {
+            let id = self.find(css).await;
+            self.call(
+                reqwest::Method::POST,
+                &format!("/element/{id}/click"),
+                json!({}),
+            )
+            .await;
+        }
+
+        /// Saves a PNG screenshot under the target directory (a CI artifact).
+        pub async fn screenshot(&self, name: &str) -> PathBuf {
+            let v = self
+                .call(reqwest::Method::GET, "/screenshot", Value::Null)
+                .await;
+            let png = base64(v.as_str().unwrap());
+            assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots");
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join(format!("{name}.png"));
+            std::fs::write(&path, png).unwrap();
+            path
+        }
+
+        pub async fn quit(mut self) {
+            let _ = self
+                .http
+                .delete(format!("{}/session/{}", self.base, self.session))
+                .send()
+                .await;
+            let _ = self.driver.kill();
+            let _ = self.driver.wait();
+        }
+    }
+
+    impl Drop for Browser {
+        fn drop(&mut self) {
+            // A failed assertion must not leave chromedriver running.
+            let _ = self.driver.kill();
+        }
+    }
+
+    fn base64(s: &str) -> Vec<u8> {
+        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = Vec::new();
+        let (mut acc, mut bits) = (0u32, 0);
+        for c in s.bytes().filter(|c| *c != b'=' && !c.is_ascii_whitespace()) {
+            let v = A.iter().position(|a| *a == c).expect("base64") as u32;
+            acc = (acc << 6) | v;
+            bits += 6;
+            if bits >= 8 {
+                bits -= 8;
+                out.push((acc >> bits) as u8);
+                acc &= (1 << bits) - 1;
+            }
+        }
+        out
+    }
+}
+
+/// Headless chromium signs in, sees the down check marked down, opens it and
+/// pauses it; an XSS attempt in a check name stays text (an alert would make
+/// every later WebDriver command fail). Screenshots go to
+/// `<target>/tmp/ui-screenshots/`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_chromium_signs_in_and_pauses_a_down_check() {
+    let (driver, chromium) = match browser::programs() {
+        Ok(p) => p,
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but chromium is missing: {why}"
+            );
+            eprintln!(
+                "skipping the browser test: {why} (apt-get install chromium chromium-driver)"
+            );
+            return;
+        }
+    };
+    let s = TestServer::start(common::Backend::Sqlite, &keys()).await;
+    let down = create(
+        &s,
+        json!({"slug": "payments-export", "name": "Payments export", "interval": "1h",
+               "labels": {"team": "billing"}}),
+    )
+    .await;
+    let down_uuid = down["uuid"].as_str().unwrap().to_string();
+    let up = create(&s, json!({"slug": "search-index", "interval": "1h"})).await;
+    create(
+        &s,
+        json!({"name": "<script>alert(1)</script>", "interval": "1h"}),
+    )
+    .await;
+    s.client
+        .post(s.url(&format!("/ping/{down_uuid}/fail")))
+        .body("exit 3: upstream refused the connection")
+        .send()
+        .await
+        .unwrap();
+    for items in [4, 7, 2, 9] {
+        s.ping(&format!(
+            "/ping/{}?items={items}",
+            up["uuid"].as_str().unwrap()
+        ))
+        .await;
+    }
+
+    let b = browser::Browser::start(driver, chromium).await;
+    b.size(1400, 900).await;
+    b.goto(&s.url("/")).await;
+    assert!(b.url().await.ends_with("/login"), "{}", b.url().await);
+    b.type_into("#key", WRITE).await;
+    b.click("#signin").await;
+    assert_eq!(b.url().await, s.url("/"));
+
+    // The down check is first, marked down in words.
+    let first = b.text("#checks tbody tr:first-child").await;
+    assert!(first.contains("payments-export"), "{first}");
+    assert!(first.contains("down"), "{first}");
+    let status = b.text("#checks tbody tr:first-child .status").await;
+    assert_eq!(status.trim_start_matches("● ").trim(), "down");
+    let source = b.source().await;
+    assert!(source.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    b.screenshot("list-wide").await;
+    b.size(390, 844).await;
+    b.screenshot("list-phone").await;
+    b.size(1400, 900).await;
+
+    b.click(&format!("a[href=\"/checks/{down_uuid}\"]")).await;
+    assert!(b.text("#reason").await.contains("the job reported failure"));
+    assert!(b.source().await.contains("upstream refused the connection"));
+    b.screenshot("check-down").await;
+    b.click("#pause").await;
+    assert_eq!(b.url().await, s.url(&format!("/checks/{down_uuid}")));
+    assert_eq!(
+        b.text("#status").await.trim_start_matches("● ").trim(),
+        "paused"
+    );
+    b.find("#resume").await;
+    b.screenshot("check-paused").await;
+    b.size(390, 844).await;
+    b.screenshot("check-phone").await;
+    b.quit().await;
+
+    assert_eq!(status_of(&s, &down_uuid).await, "paused");
+}
