@@ -133,3 +133,54 @@ impl DashboardSettings {
         found
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(toml_text: &str) -> DashboardInput {
+        toml::from_str(toml_text).unwrap()
+    }
+
+    #[test]
+    fn basic_users_match_user_and_password_with_their_scope() {
+        let d = DashboardSettings::from_input(input(
+            r#"secure_cookie = "auto"
+               basic_auth = [{ user = "ops", password = "ops-password", scope = "write" },
+                             { user = "viewer", password = "viewer-password" }]"#,
+        ))
+        .unwrap();
+        assert_eq!(d.secure_cookie, None);
+        assert_eq!(d.basic_scope("ops", "ops-password"), Some(Scope::Write));
+        assert_eq!(
+            d.basic_scope("viewer", "viewer-password"),
+            Some(Scope::Read)
+        );
+        assert_eq!(d.basic_scope("ops", "viewer-password"), None);
+        assert_eq!(d.basic_scope("nobody", "ops-password"), None);
+        // The password is not kept, not even in Debug.
+        assert!(!format!("{d:?}").contains("ops-password"));
+    }
+
+    #[test]
+    fn every_problem_is_named() {
+        let errs = DashboardSettings::from_input(input(
+            r#"secure_cookie = "yes"
+               basic_auth = [{ user = "a:b", password = "short", scope = "admin" },
+                             { user = "c" }]"#,
+        ))
+        .unwrap_err();
+        let all = errs.join("\n");
+        for want in [
+            "secure_cookie:",
+            "basic_auth[0].user:",
+            "basic_auth[0].password: must be at least 8",
+            "basic_auth[0].scope:",
+            "basic_auth[1].password: exactly one",
+        ] {
+            assert!(all.contains(want), "{want} missing in {all}");
+        }
+        let d = DashboardSettings::from_input(input("secure_cookie = true")).unwrap();
+        assert_eq!(d.secure_cookie, Some(true));
+    }
+}
