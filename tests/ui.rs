@@ -455,6 +455,37 @@ both_backends!(loopback_without_keys_is_open, |backend| async move {
     assert!(html.contains("id=\"pause\""), "{html}");
 });
 
+both_backends!(
+    check_page_lists_notifications_and_attempts,
+    |backend| async move {
+        let hook = common::sinks::WebhookSink::start().await;
+        hook.push(common::sinks::Behaviour::Status(400));
+        let toml = format!(
+            "{keys}\n[[receivers]]\nname = \"team-hook\"\ntype = \"webhook\"\nurl = \"{url}\"\n\n\
+         [route]\nreceiver = \"team-hook\"\ngroup_wait = \"100ms\"\n",
+            keys = keys(),
+            url = hook.url("/hook"),
+        );
+        let s = TestServer::start(backend, &toml).await;
+        let c = create(&s, json!({"slug": "mailer", "interval": "1h"})).await;
+        s.ping(&format!("/ping/{}/fail", c["uuid"].as_str().unwrap()))
+            .await;
+        let cookie = cookie_pair(&login(&s, READ).await);
+        let mut html = String::new();
+        for _ in 0..100 {
+            html = page(&s, "/checks/mailer", &cookie).await.1;
+            if html.contains("team-hook") && html.contains("400") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // The receiver, the notification's state and the failed attempt's error.
+        assert!(html.contains(">team-hook</td>"), "{html}");
+        assert!(html.contains("dead"), "{html}");
+        assert!(html.contains("400"), "{html}");
+    }
+);
+
 /// A WebDriver session on Debian's chromedriver and headless chromium, spoken
 /// to over plain HTTP (the protocol is JSON; no driver crate needed).
 mod browser {
