@@ -614,6 +614,23 @@ mod browser {
             v.as_str().unwrap().to_string()
         }
 
+        /// Waits until the page is `want` (a click's navigation may still
+        /// be under way when WebDriver answers); panics after 15 s.
+        pub async fn wait_for_url(&self, want: &str) {
+            let start = std::time::Instant::now();
+            loop {
+                let got = self.url().await;
+                if got == want {
+                    return;
+                }
+                assert!(
+                    start.elapsed() < std::time::Duration::from_secs(15),
+                    "still at {got}, expected {want}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+
         pub async fn source(&self) -> String {
             let v = self
                 .call(reqwest::Method::GET, "/source", Value::Null)
@@ -767,7 +784,7 @@ async fn headless_chromium_signs_in_and_pauses_a_down_check() {
     assert!(b.url().await.ends_with("/login"), "{}", b.url().await);
     b.type_into("#key", WRITE).await;
     b.click("#signin").await;
-    assert_eq!(b.url().await, s.url("/"));
+    b.wait_for_url(&s.url("/")).await;
 
     // The down check is first, marked down in words.
     let first = b.text("#checks tbody tr:first-child").await;
@@ -783,15 +800,24 @@ async fn headless_chromium_signs_in_and_pauses_a_down_check() {
     b.size(1400, 900).await;
 
     b.click(&format!("a[href=\"/checks/{down_uuid}\"]")).await;
+    b.wait_for_url(&s.url(&format!("/checks/{down_uuid}")))
+        .await;
     assert!(b.text("#reason").await.contains("the job reported failure"));
     assert!(b.source().await.contains("upstream refused the connection"));
     b.screenshot("check-down").await;
     b.click("#pause").await;
-    assert_eq!(b.url().await, s.url(&format!("/checks/{down_uuid}")));
-    assert_eq!(
-        b.text("#status").await.trim_start_matches("● ").trim(),
-        "paused"
-    );
+    // The form posts and comes back to the same page: wait for its new state.
+    let start = std::time::Instant::now();
+    loop {
+        let shown = b.text("#status").await;
+        if shown.trim_start_matches("● ").trim() == "paused" {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "status: {shown}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    b.wait_for_url(&s.url(&format!("/checks/{down_uuid}")))
+        .await;
     b.find("#resume").await;
     b.screenshot("check-paused").await;
     b.size(390, 844).await;
