@@ -689,7 +689,9 @@ pub trait Store:
 pub async fn open(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
     let url = config.database_url.expose();
     if config.is_postgres() {
-        Ok(Arc::new(postgres::PgStore::connect(url).await?))
+        Ok(Arc::new(
+            postgres::PgStore::connect_with_lease(url, config.lease_ttl).await?,
+        ))
     } else if url.starts_with("sqlite:") {
         Ok(Arc::new(
             sqlite::SqliteStore::connect(url, config.sqlite_synchronous).await?,

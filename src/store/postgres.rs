@@ -6,6 +6,7 @@
 //! back with array-bound statements, all in one transaction.
 
 use std::collections::HashMap;
+use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -39,10 +40,28 @@ type Locked = WriterCheck;
 impl PgStore {
     /// Connects and applies migrations.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        Self::connect_with_lease(url, Duration::from_secs(15)).await
+    }
+
+    /// Connects for a replica whose leader lease lasts `lease_ttl`.
+    ///
+    /// A leader-only write holds the lease row `FOR SHARE` for its
+    /// transaction. If the process stalls inside one (a long pause, SIGSTOP),
+    /// PostgreSQL ends the session after half the TTL idle in the
+    /// transaction, so the lock cannot keep another replica from taking the
+    /// lease over once it has expired.
+    pub async fn connect_with_lease(url: &str, lease_ttl: Duration) -> anyhow::Result<Self> {
+        let idle = (lease_ttl / 2).max(Duration::from_millis(100));
+        let options = sqlx::postgres::PgConnectOptions::from_str(url)
+            .context("database_url is not a valid postgres:// URL")?
+            .options([(
+                "idle_in_transaction_session_timeout",
+                format!("{}", idle.as_millis()),
+            )]);
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(5))
-            .connect(url)
+            .connect_with(options)
             .await
             .context("cannot connect to PostgreSQL")?;
         sqlx::migrate!("migrations/postgres")
