@@ -584,6 +584,21 @@ mod browser {
         }
 
         async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+            match self.try_call(method, path, body).await {
+                Ok(v) => v,
+                Err(r) => panic!("WebDriver {path}: {r}"),
+            }
+        }
+
+        /// Like `call`, but a WebDriver error comes back instead of failing
+        /// the test (an element found just before a navigation is gone
+        /// from the new document).
+        async fn try_call(
+            &self,
+            method: reqwest::Method,
+            path: &str,
+            body: Value,
+        ) -> Result<Value, Value> {
             let url = format!("{}/session/{}{path}", self.base, self.session);
             let mut request = self.http.request(method, url);
             // chromedriver refuses a body on GET (even `null`).
@@ -591,8 +606,49 @@ mod browser {
                 request = request.json(&body);
             }
             let r: Value = request.send().await.unwrap().json().await.unwrap();
-            assert!(r["value"]["error"].is_null(), "WebDriver {path}: {r}");
-            r["value"].clone()
+            if r["value"]["error"].is_null() {
+                Ok(r["value"].clone())
+            } else {
+                Err(r)
+            }
+        }
+
+        /// Waits until the text of `css` satisfies `done`, riding out the
+        /// errors of a page being replaced under the lookup; panics after
+        /// 15 s with the last text or error seen.
+        pub async fn wait_for_text(&self, css: &str, done: impl Fn(&str) -> bool) -> String {
+            let start = std::time::Instant::now();
+            loop {
+                let last = match self.try_text(css).await {
+                    Ok(text) if done(&text) => return text,
+                    Ok(text) => text,
+                    Err(e) => e.to_string(),
+                };
+                assert!(
+                    start.elapsed() < std::time::Duration::from_secs(15),
+                    "{css}: still {last}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+
+        async fn try_text(&self, css: &str) -> Result<String, Value> {
+            let found = self
+                .try_call(
+                    reqwest::Method::POST,
+                    "/element",
+                    json!({"using": "css selector", "value": css}),
+                )
+                .await?;
+            let id = found[ELEMENT].as_str().unwrap_or_default().to_string();
+            let v = self
+                .try_call(
+                    reqwest::Method::GET,
+                    &format!("/element/{id}/text"),
+                    Value::Null,
+                )
+                .await?;
+            Ok(v.as_str().unwrap_or_default().to_string())
         }
 
         pub async fn goto(&self, url: &str) {
@@ -806,16 +862,12 @@ async fn headless_chromium_signs_in_and_pauses_a_down_check() {
     assert!(b.source().await.contains("upstream refused the connection"));
     b.screenshot("check-down").await;
     b.click("#pause").await;
-    // The form posts and comes back to the same page: wait for its new state.
-    let start = std::time::Instant::now();
-    loop {
-        let shown = b.text("#status").await;
-        if shown.trim_start_matches("● ").trim() == "paused" {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(15), "status: {shown}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // The form posts and comes back to the same page: wait for its new
+    // state (the old document may vanish between a lookup and its read).
+    b.wait_for_text("#status", |shown| {
+        shown.trim_start_matches("● ").trim() == "paused"
+    })
+    .await;
     b.wait_for_url(&s.url(&format!("/checks/{down_uuid}")))
         .await;
     b.find("#resume").await;
