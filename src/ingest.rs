@@ -9,7 +9,6 @@
 //! acknowledged.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -67,23 +66,15 @@ impl Ingest {
         // Bounded: under overload, handlers wait here (backpressure) instead of
         // growing memory without limit.
         let (tx, rx) = mpsc::channel(batch_max.max(1) * 8);
-        let appended = Arc::new(AtomicBool::new(true));
         let appender_done = CancellationToken::new();
         tracker.spawn(appender(
             store.clone(),
             rx,
             batch_max.max(1),
             stop.clone(),
-            appended.clone(),
             appender_done.clone(),
         ));
-        tracker.spawn(folder(
-            store.clone(),
-            appended,
-            appender_done,
-            evaluator,
-            leader,
-        ));
+        tracker.spawn(folder(store.clone(), appender_done, evaluator, leader));
         Ok(Arc::new(Ingest {
             store,
             by_uuid: RwLock::new(by_uuid),
@@ -174,7 +165,6 @@ async fn appender(
     mut rx: mpsc::Receiver<Job>,
     batch_max: usize,
     stop: CancellationToken,
-    appended: Arc<AtomicBool>,
     done: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(store.append_concurrency().max(1)));
@@ -207,13 +197,11 @@ async fn appender(
             }
         }
         let store = store.clone();
-        let appended = appended.clone();
         in_flight.spawn(async move {
             let result = store.append_pings(&pings).await;
             drop(slot);
             match result {
                 Ok(()) => {
-                    appended.store(true, Ordering::Release);
                     for reply in replies {
                         let _ = reply.send(Ok(()));
                     }
@@ -233,55 +221,59 @@ async fn appender(
     done.cancel();
 }
 
-/// Folds the inbox every [`FOLD_EVERY`] (on SQLite only after appends, since
-/// no other process writes its inbox) and tells the evaluator what changed.
-/// After the appender is done it folds what is left and stops.
+/// Folds the inbox every [`FOLD_EVERY`] and tells the evaluator what changed
+/// (a fold with nothing to do is a lock and a look at an empty queue on
+/// SQLite). After the appender is done it folds what is left, has the store
+/// write what it keeps in memory, and stops.
 ///
 /// Only the leader folds: its evaluator must hear of every fold. A
 /// follower's pings wait in the inbox (durable, and read back exactly) until
 /// the leader folds them, a tenth of a second later.
 async fn folder(
     store: Arc<dyn Store>,
-    appended: Arc<AtomicBool>,
     appender_done: CancellationToken,
     evaluator: EvaluatorHandle,
     leader: LeaderWatch,
 ) {
     let mut tick = tokio::time::interval(FOLD_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut behind = false;
     loop {
         let last_round = tokio::select! {
             _ = appender_done.cancelled() => true,
             _ = tick.tick() => false,
         };
-        if !is_leader(&leader.borrow()) {
-            behind = false;
-        } else if last_round || behind || store.shared() || appended.swap(false, Ordering::AcqRel) {
-            behind = !fold_all(&*store, &evaluator).await;
+        let leading = is_leader(&leader.borrow());
+        if leading {
+            fold_all(&*store, &evaluator).await;
         }
         if last_round {
+            if leading {
+                if let Err(e) = store.flush_folds().await {
+                    // Nothing is lost: the inbox still holds every ping.
+                    tracing::warn!(error = %format!("{e:#}"), "cannot write the folded pings on shutdown; the next start folds them again");
+                }
+            }
             break;
         }
     }
 }
-/// Folds what is waiting (bounded per call); true when the inbox was emptied.
-async fn fold_all(store: &dyn Store, evaluator: &EvaluatorHandle) -> bool {
+/// Folds what is waiting (bounded per call: what is left waits for the next
+/// tick).
+async fn fold_all(store: &dyn Store, evaluator: &EvaluatorHandle) {
     for _ in 0..200 {
         match store.fold(FOLD_LIMIT).await {
             Ok(folded) => {
                 if !folded.touched.is_empty() {
                     evaluator.notify(Notice::Touched(folded.touched));
                 }
-                if !folded.more {
-                    return true;
+                if !folded.more && !folded.writing {
+                    return;
                 }
             }
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "cannot fold the ping inbox; will retry");
-                return false;
+                return;
             }
         }
     }
-    false
 }

@@ -119,6 +119,9 @@ pub struct Folded {
     pub touched: Vec<Touched>,
     /// More rows were waiting than one fold takes.
     pub more: bool,
+    /// SQLite: a round of writes is under way, one chunk per fold call; the
+    /// folder keeps calling until it is done.
+    pub writing: bool,
 }
 
 /// A check's state after a write.
@@ -425,6 +428,7 @@ pub(crate) fn apply_pending_runs(
             failure: check.spec.failure_threshold,
             recovery: check.spec.recovery_threshold,
         },
+        folded_through: 0,
     };
     // Runs opened here get provisional ids; the fold assigns the real ones.
     let mut provisional = 0;
@@ -618,6 +622,12 @@ pub trait Store:
     /// summaries and the runs, in one transaction. On PostgreSQL only one
     /// replica folds at a time; the others get an empty result.
     async fn fold(&self, limit: usize) -> Result<Folded, StoreError>;
+    /// Writes whatever a fold keeps in memory (on shutdown). The inbox is
+    /// durable, so skipping this loses nothing; it only saves work at the
+    /// next start.
+    async fn flush_folds(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Closes a run that exceeded max_runtime as failed; returns the check's
     /// new summary, or `None` if the run was no longer open.
     async fn time_out_run(
@@ -854,7 +864,8 @@ pub(crate) const WRITER_COLUMNS: &str = "c.id, c.paused, c.manual_resume, c.meth
     c.failure_threshold, c.recovery_threshold, s.n_pings, s.last_ping_at, s.last_ping_kind, \
     s.last_success_at, s.last_start_at, s.last_failure_at, s.last_items, s.last_items_at, \
     s.zero_streak_since, s.zero_streak_runs, s.consecutive_failures, s.consecutive_successes, \
-    s.last_duration_ms, s.open_runs, s.overlap_count, s.failed_since, s.timed_out_at";
+    s.last_duration_ms, s.open_runs, s.overlap_count, s.failed_since, s.timed_out_at, \
+    s.folded_through";
 
 /// A row of [`WRITER_COLUMNS`].
 #[derive(sqlx::FromRow)]
@@ -865,6 +876,7 @@ pub(crate) struct WriterRow {
     methods: String,
     failure_threshold: i64,
     recovery_threshold: i64,
+    folded_through: i64,
     #[sqlx(flatten)]
     state: SummaryRow,
 }
@@ -877,6 +889,9 @@ pub(crate) struct WriterCheck {
     pub manual_resume: bool,
     pub methods: Methods,
     pub thresholds: Thresholds,
+    /// The last inbox id whose ping the summary holds (SQLite; see
+    /// `check_state.folded_through`).
+    pub folded_through: i64,
 }
 
 impl WriterRow {
@@ -897,6 +912,7 @@ impl WriterRow {
                     failure: count(self.failure_threshold),
                     recovery: count(self.recovery_threshold),
                 },
+                folded_through: self.folded_through,
             },
         ))
     }
@@ -919,6 +935,11 @@ pub(crate) struct EvalRow {
 
 impl EvalRow {
     pub(crate) fn into_eval(self) -> anyhow::Result<EvalCheck> {
+        self.into_eval_with(&[])
+    }
+
+    /// The check with its pings still in the inbox applied (read-your-writes).
+    pub(crate) fn into_eval_with(self, pending: &[InboxPing]) -> anyhow::Result<EvalCheck> {
         let stored = match (
             self.stored_status.as_deref().and_then(Status::parse),
             self.stored_since,
@@ -931,7 +952,8 @@ impl EvalRow {
             }),
             _ => None,
         };
-        let check = self.check.into_check()?;
+        let mut check = self.check.into_check()?;
+        apply_pending(&mut check, pending);
         Ok(EvalCheck {
             id: check.id,
             spec: check.spec,

@@ -607,6 +607,7 @@ impl Store for PgStore {
             pings: pings.len(),
             touched,
             more,
+            writing: false,
         })
     }
 

@@ -6,10 +6,10 @@
 //! `BEGIN IMMEDIATE … COMMIT`: sqlx's SQLite driver costs ~60–100 µs per call,
 //! far more than SQLite itself (see PERF-NOTES.md).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use async_trait::async_trait;
@@ -29,7 +29,7 @@ use super::{
 };
 use crate::config;
 use crate::domain::check::CheckSpec;
-use crate::domain::ping::{clamp_items, RunChange, UnixMs};
+use crate::domain::ping::{clamp_items, PingKind, RunChange, UnixMs};
 
 /// The SQLite implementation of [`Store`].
 pub struct SqliteStore {
@@ -46,6 +46,17 @@ struct Writer {
     /// fold need not read back what this process just wrote (no other
     /// process writes this database). `None` until then.
     queue: Option<VecDeque<InboxPing>>,
+    /// The last inbox id folded into `checks`.
+    absorbed_through: i64,
+    /// Every inbox row up to this id is written and deleted.
+    deleted_through: i64,
+    /// Folded since the last round, by check: sorted, so a round writes
+    /// the pages of the ping log's index and of the summaries in order.
+    dirty: BTreeMap<i64, Dirty>,
+    dirty_pings: usize,
+    /// The round being written, one chunk per fold call.
+    round: VecDeque<Chunk>,
+    round_started: Instant,
 }
 
 type Cached = WriterCheck;
@@ -82,6 +93,12 @@ impl SqliteStore {
                 checks: HashMap::new(),
                 next_run_id: None,
                 queue: None,
+                absorbed_through: 0,
+                deleted_through: 0,
+                dirty: BTreeMap::new(),
+                dirty_pings: 0,
+                round: VecDeque::new(),
+                round_started: Instant::now(),
             }),
         })
     }
@@ -224,6 +241,10 @@ impl Store for SqliteStore {
         self.writer.lock().await.fold(limit).await
     }
 
+    async fn flush_folds(&self) -> Result<(), StoreError> {
+        self.writer.lock().await.flush().await
+    }
+
     async fn time_out_run(
         &self,
         check_id: i64,
@@ -232,24 +253,21 @@ impl Store for SqliteStore {
     ) -> Result<Option<Touched>, StoreError> {
         let mut w = self.writer.lock().await;
         w.load_missing(&[check_id]).await?;
-        let Some(mut entry) = w.checks.get(&check_id).cloned() else {
+        let Some(entry) = w.checks.get_mut(&check_id) else {
             return Ok(None);
         };
         let Some(change) = entry.summary.time_out_run(run_id, at) else {
             return Ok(None);
         };
-        let mut sql = String::from("BEGIN IMMEDIATE;\n");
-        let one = HashMap::from([(check_id, entry.clone())]);
-        write_summaries(&mut sql, &one)?;
-        write_runs(&mut sql, &[(check_id, change)]);
-        sql.push_str("COMMIT;");
-        w.execute_batch(&sql).await?;
         let touched = Touched {
             check_id,
             summary: entry.summary.clone(),
             paused: entry.paused,
         };
-        w.checks.insert(check_id, entry);
+        // Written with the next round, like a ping's changes: the summary in
+        // memory may already hold folded pings a round has yet to write. If
+        // the process dies first, the evaluator times the run out again.
+        w.dirty.entry(check_id).or_default().runs.push(change);
         Ok(Some(touched))
     }
 
@@ -283,11 +301,16 @@ impl Store for SqliteStore {
              JOIN check_state s ON s.check_id = c.id \
              LEFT JOIN check_status st ON st.check_id = c.id WHERE c.id = ?"
         );
+        // With the check's pings that folds have not written yet: the
+        // evaluator reloads a check when it changes, and must not lose them.
+        let mut tx = self.read_snapshot().await?;
         let row: Option<EvalRow> = sqlx::query_as(&sql)
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *tx)
             .await?;
-        Ok(row.map(EvalRow::into_eval).transpose()?)
+        let pending = pending_on(&mut tx, Some(id)).await?;
+        tx.commit().await?;
+        Ok(row.map(|r| r.into_eval_with(&pending)).transpose()?)
     }
 
     async fn record_transitions(&self, batch: &[Transition]) -> Result<(), StoreError> {
@@ -490,7 +513,9 @@ impl Store for SqliteStore {
         out.truncate(limit as usize);
         let rows: Vec<super::PingRow> = sqlx::query_as(
             "SELECT id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, \
-             scheme, body, duration_ms FROM pings WHERE check_id = ? AND n < ? ORDER BY id DESC LIMIT ?",
+             scheme, body, duration_ms FROM pings WHERE check_id = ?1 AND n < ?2 \
+             AND id <= (SELECT folded_through FROM check_state WHERE check_id = ?1) \
+             ORDER BY id DESC LIMIT ?3",
         )
         .bind(check_id)
         .bind(before)
@@ -515,10 +540,12 @@ impl Store for SqliteStore {
         let done = super::bind_update_values!(sqlx::query(&sql), v, now, check_id)
             .execute(&self.pool)
             .await?;
-        w.checks.remove(&check_id);
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
+        // The cached summary may be ahead of the table (folded, not yet
+        // written): keep it, and take the new flags and thresholds.
+        w.refresh_flags(check_id).await?;
         Ok(())
     }
     async fn delete_check(&self, check_id: i64) -> Result<(), StoreError> {
@@ -527,7 +554,7 @@ impl Store for SqliteStore {
             .bind(check_id)
             .execute(&self.pool)
             .await?;
-        w.checks.remove(&check_id);
+        w.forget(check_id);
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
@@ -582,8 +609,13 @@ async fn pending_on(
     conn: &mut SqliteConnection,
     check_id: Option<i64>,
 ) -> Result<Vec<InboxPing>, StoreError> {
+    // Only rows past the check's `folded_through`: earlier ones are in its
+    // summary and the ping log already (written by a round that has not yet
+    // deleted them).
     let sql = format!(
-        "SELECT {INBOX_COLUMNS} FROM ping_inbox WHERE ?1 IS NULL OR check_id = ?1 ORDER BY id"
+        "SELECT {INBOX_COLUMNS} FROM ping_inbox i WHERE (?1 IS NULL OR i.check_id = ?1) \
+         AND i.id > COALESCE((SELECT s.folded_through FROM check_state s \
+         WHERE s.check_id = i.check_id), 0) ORDER BY i.id"
     );
     let rows: Vec<InboxRow> = sqlx::query_as(&sql)
         .bind(check_id)
@@ -594,48 +626,136 @@ async fn pending_on(
 
 impl SqliteStore {}
 
+/// How often the pings folded in memory are written out. A round writes them
+/// sorted by check, so each page of the ping log's index and of the summaries
+/// is written about once per round instead of once per fold (PERF-NOTES.md:
+/// with pings spread over many checks, those page writes are the limit).
+const ROUND_EVERY: Duration = Duration::from_millis(1_000);
+/// A round starts early once this many folded pings wait for it.
+const ROUND_MAX_PINGS: usize = 50_000;
+/// Ping rows per chunk of a round. Each chunk is one short transaction, so
+/// appends wait behind it only briefly.
+const CHUNK_PINGS: usize = 2_000;
+
+/// A folded ping, waiting for its round.
+struct Unwritten {
+    ping: InboxPing,
+    n: i64,
+    kind: PingKind,
+    duration_ms: Option<i64>,
+}
+
+/// What folds changed in one check since its last round.
+#[derive(Default)]
+struct Dirty {
+    pings: Vec<Unwritten>,
+    runs: Vec<RunChange>,
+    overlaps: Vec<(UnixMs, String)>,
+    resumed: bool,
+}
+
+/// A check's last write of a round: its summary as of the round's start
+/// (with `folded_through`), the runs and events its pings made.
+struct Final {
+    check_id: i64,
+    state: Cached,
+    runs: Vec<RunChange>,
+    overlaps: Vec<(UnixMs, String)>,
+    resumed: bool,
+}
+
+/// One transaction of a round. A check's ping rows may span chunks; its
+/// summary goes with the last of them, and readers see the ping log only up
+/// to `folded_through`, so a check is never seen half-written.
+#[derive(Default)]
+struct Chunk {
+    pings: Vec<Unwritten>,
+    finals: Vec<Final>,
+    /// On the round's last chunk: every inbox row up to here is written.
+    delete_through: Option<i64>,
+}
+
 impl Writer {
-    /// Folds the oldest `limit` inbox rows; see [`Store::fold`].
+    /// Folds up to `limit` inbox rows into the summaries in memory, then
+    /// writes one chunk of the round under way (starting a round when one is
+    /// due); see [`Store::fold`].
     async fn fold(&mut self, limit: usize) -> Result<Folded, StoreError> {
-        let (pings, more) = match &mut self.queue {
-            Some(queue) => {
-                let n = queue.len().min(limit);
-                let taken: Vec<InboxPing> = queue.drain(..n).collect();
-                (taken, !queue.is_empty())
-            }
-            None => {
-                let sql = format!(
-                    "SELECT {INBOX_COLUMNS} FROM ping_inbox ORDER BY id LIMIT {}",
-                    limit + 1
-                );
-                let rows: Vec<InboxRow> = sqlx::query_as(&sql).fetch_all(&mut self.conn).await?;
-                let more = rows.len() > limit;
-                let pings = rows
-                    .into_iter()
-                    .take(limit)
-                    .map(InboxRow::into_ping)
-                    .collect();
-                (pings, more)
+        let (pings, more_inbox) = self.take_inbox(limit).await?;
+        let folded = pings.len();
+        let touched = match self.absorb(&pings).await {
+            Ok(touched) => touched,
+            Err(e) => {
+                if let Some(queue) = &mut self.queue {
+                    // Not folded: they stay first in line.
+                    for p in pings.into_iter().rev() {
+                        queue.push_front(p);
+                    }
+                }
+                return Err(e);
             }
         };
-        let result = self.fold_rows(&pings, more).await;
-        match (&result, &mut self.queue) {
-            (Err(_), Some(queue)) => {
-                // Not folded: they stay first in line.
-                for p in pings.into_iter().rev() {
-                    queue.push_front(p);
-                }
-            }
-            (Ok(_), None) if !more => self.queue = Some(VecDeque::new()),
-            _ => {}
+        if self.queue.is_none() && !more_inbox {
+            // Caught up with the inbox on disk: from now on this writer's
+            // own appends are all there is.
+            self.queue = Some(VecDeque::new());
         }
-        result
+        if let Some(last) = pings.last() {
+            // Every row taken is folded, skipped ones included.
+            self.absorbed_through = self.absorbed_through.max(last.id);
+        }
+        if self.round.is_empty() && self.round_due() {
+            self.start_round();
+        }
+        self.write_next_chunk().await?;
+        Ok(Folded {
+            pings: folded,
+            touched,
+            more: more_inbox,
+            writing: !self.round.is_empty(),
+        })
     }
 
-    async fn fold_rows(&mut self, pings: &[InboxPing], more: bool) -> Result<Folded, StoreError> {
-        let Some(last) = pings.last().map(|p| p.id) else {
-            return Ok(Folded::default());
-        };
+    /// Writes everything folded so far (on shutdown).
+    async fn flush(&mut self) -> Result<(), StoreError> {
+        if self.round.is_empty() && self.has_unwritten() {
+            self.start_round();
+        }
+        while !self.round.is_empty() {
+            self.write_next_chunk().await?;
+        }
+        Ok(())
+    }
+
+    /// The next inbox rows to fold: from memory once caught up, else from
+    /// the table (after a restart, or before the first fold).
+    async fn take_inbox(&mut self, limit: usize) -> Result<(Vec<InboxPing>, bool), StoreError> {
+        if let Some(queue) = &mut self.queue {
+            let n = queue.len().min(limit);
+            let taken: Vec<InboxPing> = queue.drain(..n).collect();
+            return Ok((taken, !queue.is_empty()));
+        }
+        let sql = format!(
+            "SELECT {INBOX_COLUMNS} FROM ping_inbox WHERE id > {} ORDER BY id LIMIT {}",
+            self.absorbed_through,
+            limit + 1
+        );
+        let rows: Vec<InboxRow> = sqlx::query_as(&sql).fetch_all(&mut self.conn).await?;
+        let more = rows.len() > limit;
+        let pings = rows
+            .into_iter()
+            .take(limit)
+            .map(InboxRow::into_ping)
+            .collect();
+        Ok((pings, more))
+    }
+
+    /// Applies pings to the summaries in memory and marks what they changed
+    /// for the next round. Pings a check's summary already holds (written
+    /// before a restart) are skipped.
+    async fn absorb(&mut self, pings: &[InboxPing]) -> Result<Vec<Touched>, StoreError> {
+        if pings.is_empty() {
+            return Ok(Vec::new());
+        }
         let ids: Vec<i64> = pings.iter().map(|p| p.ping.check_id).collect();
         self.load_missing(&ids).await?;
         if self.next_run_id.is_none() {
@@ -644,90 +764,130 @@ impl Writer {
                 .await?;
             self.next_run_id = Some(max + 1);
         }
-
-        // Work on copies so that a failed commit leaves the cache as the database is.
-        let mut checks: HashMap<i64, Cached> = HashMap::new();
-        for id in &ids {
-            if let Some(c) = self.checks.get(id) {
-                checks.entry(*id).or_insert_with(|| c.clone());
-            }
-        }
+        let fresh: Vec<InboxPing> = pings
+            .iter()
+            .filter(|p| {
+                self.checks
+                    .get(&p.ping.check_id)
+                    .is_some_and(|c| p.id > c.folded_through)
+            })
+            .cloned()
+            .collect();
         let mut next_run_id = self.next_run_id.unwrap_or(1);
-        let mut plan = plan_fold(pings, &mut checks, &mut || {
+        let plan = plan_fold(&fresh, &mut self.checks, &mut || {
             let id = next_run_id;
             next_run_id += 1;
             id
         });
-        // Sorted by check, so the ping log's index pages are written in order.
-        plan.pings.sort_by_key(|p| (p.ping.check_id, p.id));
-
-        let mut sql = String::with_capacity(256 + plan.pings.len() * 160);
-        sql.push_str("BEGIN IMMEDIATE;\n");
-        if !plan.pings.is_empty() {
-            sql.push_str(
-                "INSERT INTO pings (id, check_id, n, at, kind, exit_status, items, rid, method, \
-                 remote_addr, user_agent, scheme, body, duration_ms) VALUES ",
-            );
-            for (i, f) in plan.pings.iter().enumerate() {
-                let p = f.ping;
-                if i > 0 {
-                    sql.push(',');
-                }
-                let _ = write!(
-                    sql,
-                    "({},{},{},{},'{}',",
-                    f.id,
-                    p.check_id,
-                    f.n,
-                    p.at,
-                    f.kind.as_str()
-                );
-                ping_facts(&mut sql, p);
-                let _ = write!(sql, ",{})", opt_int(f.duration_ms));
-            }
-            sql.push_str(";\n");
-            write_summaries(&mut sql, &checks)?;
-            write_runs(&mut sql, &plan.runs);
-        }
-        if !plan.resumed.is_empty() {
-            let ids: Vec<String> = plan.resumed.iter().map(i64::to_string).collect();
-            let _ = writeln!(
-                sql,
-                "UPDATE checks SET paused = 0 WHERE id IN ({});",
-                ids.join(",")
-            );
-        }
-        for (check_id, at, detail) in &plan.overlaps {
-            let _ = writeln!(
-                sql,
-                "INSERT INTO check_events (check_id, at, kind, detail) VALUES ({check_id}, {at}, {}, {});",
-                text(OVERLAP_EVENT),
-                text(detail)
-            );
-        }
-        let _ = writeln!(sql, "DELETE FROM ping_inbox WHERE id <= {last};");
-        sql.push_str("COMMIT;");
-
-        self.execute_batch(&sql).await?;
         self.next_run_id = Some(next_run_id);
-        let touched = plan
+        for f in &plan.pings {
+            let d = self.dirty.entry(f.ping.check_id).or_default();
+            d.pings.push(Unwritten {
+                ping: InboxPing {
+                    id: f.id,
+                    ping: f.ping.clone(),
+                },
+                n: f.n,
+                kind: f.kind,
+                duration_ms: f.duration_ms,
+            });
+            self.dirty_pings += 1;
+            if let Some(c) = self.checks.get_mut(&f.ping.check_id) {
+                c.folded_through = c.folded_through.max(f.id);
+            }
+        }
+        for (check_id, change) in plan.runs {
+            self.dirty.entry(check_id).or_default().runs.push(change);
+        }
+        for check_id in plan.resumed {
+            self.dirty.entry(check_id).or_default().resumed = true;
+        }
+        for (check_id, at, detail) in plan.overlaps {
+            self.dirty
+                .entry(check_id)
+                .or_default()
+                .overlaps
+                .push((at, detail));
+        }
+        Ok(plan
             .touched
             .iter()
             .filter_map(|id| {
-                checks.get(id).map(|c| Touched {
+                self.checks.get(id).map(|c| Touched {
                     check_id: *id,
                     summary: c.summary.clone(),
                     paused: c.paused,
                 })
             })
-            .collect();
-        let folded = pings.len();
-        self.checks.extend(checks);
-        Ok(Folded {
-            pings: folded,
-            touched,
-            more,
-        })
+            .collect())
+    }
+
+    fn has_unwritten(&self) -> bool {
+        !self.dirty.is_empty() || self.absorbed_through > self.deleted_through
+    }
+
+    fn round_due(&self) -> bool {
+        self.has_unwritten()
+            && (self.round_started.elapsed() >= ROUND_EVERY || self.dirty_pings >= ROUND_MAX_PINGS)
+    }
+
+    /// Cuts what folds changed into chunks, sorted by check, each check's
+    /// summary taken as it is now.
+    fn start_round(&mut self) {
+        let dirty = std::mem::take(&mut self.dirty);
+        self.dirty_pings = 0;
+        self.round_started = Instant::now();
+        let mut chunks = VecDeque::new();
+        let mut chunk = Chunk::default();
+        for (check_id, d) in dirty {
+            // Deleted since: nothing of it is written.
+            let Some(state) = self.checks.get(&check_id).cloned() else {
+                continue;
+            };
+            for p in d.pings {
+                if chunk.pings.len() >= CHUNK_PINGS {
+                    chunks.push_back(std::mem::take(&mut chunk));
+                }
+                chunk.pings.push(p);
+            }
+            chunk.finals.push(Final {
+                check_id,
+                state,
+                runs: d.runs,
+                overlaps: d.overlaps,
+                resumed: d.resumed,
+            });
+        }
+        chunk.delete_through = Some(self.absorbed_through);
+        chunks.push_back(chunk);
+        self.round = chunks;
+    }
+
+    /// Writes the round's next chunk in one transaction.
+    async fn write_next_chunk(&mut self) -> Result<(), StoreError> {
+        let Some(chunk) = self.round.front() else {
+            return Ok(());
+        };
+        let sql = chunk_sql(chunk)?;
+        self.execute_batch(&sql).await?;
+        if let Some(chunk) = self.round.pop_front() {
+            if let Some(through) = chunk.delete_through {
+                self.deleted_through = through;
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets a deleted check, including what a round would still write.
+    fn forget(&mut self, check_id: i64) {
+        self.checks.remove(&check_id);
+        if let Some(d) = self.dirty.remove(&check_id) {
+            self.dirty_pings -= d.pings.len();
+        }
+        for chunk in &mut self.round {
+            chunk.pings.retain(|p| p.ping.ping.check_id != check_id);
+            chunk.finals.retain(|f| f.check_id != check_id);
+        }
     }
 
     /// Runs a statement string that holds its own `BEGIN … COMMIT`.
@@ -738,6 +898,31 @@ impl Writer {
             return Err(StoreError::Other(
                 anyhow::Error::new(e).context("cannot write to SQLite"),
             ));
+        }
+        Ok(())
+    }
+
+    /// Re-reads a cached check's flags and thresholds after an update.
+    async fn refresh_flags(&mut self, check_id: i64) -> Result<(), StoreError> {
+        if !self.checks.contains_key(&check_id) {
+            return Ok(());
+        }
+        let sql = format!(
+            "SELECT {WRITER_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+             WHERE c.id = {check_id}"
+        );
+        let row: Option<WriterRow> = sqlx::query_as(&sql).fetch_optional(&mut self.conn).await?;
+        match row {
+            Some(row) => {
+                let (_, fresh) = row.into_parts()?;
+                if let Some(c) = self.checks.get_mut(&check_id) {
+                    c.paused = fresh.paused;
+                    c.manual_resume = fresh.manual_resume;
+                    c.methods = fresh.methods;
+                    c.thresholds = fresh.thresholds;
+                }
+            }
+            None => self.forget(check_id),
         }
         Ok(())
     }
@@ -769,14 +954,91 @@ impl Writer {
     }
 }
 
-fn write_summaries(sql: &mut String, touched: &HashMap<i64, Cached>) -> Result<(), StoreError> {
+/// One chunk of a round as a statement string with its own transaction.
+fn chunk_sql(chunk: &Chunk) -> Result<String, StoreError> {
+    let mut sql = String::with_capacity(256 + chunk.pings.len() * 160);
+    sql.push_str("BEGIN IMMEDIATE;\n");
+    if !chunk.pings.is_empty() {
+        // OR REPLACE: after a crash in the middle of a round, a check's rows
+        // written before its summary are written again, identically.
+        sql.push_str(
+            "INSERT OR REPLACE INTO pings (id, check_id, n, at, kind, exit_status, items, rid, \
+             method, remote_addr, user_agent, scheme, body, duration_ms) VALUES ",
+        );
+        for (i, u) in chunk.pings.iter().enumerate() {
+            let p = &u.ping.ping;
+            if i > 0 {
+                sql.push(',');
+            }
+            let _ = write!(
+                sql,
+                "({},{},{},{},'{}',",
+                u.ping.id,
+                p.check_id,
+                u.n,
+                p.at,
+                u.kind.as_str()
+            );
+            ping_facts(&mut sql, p);
+            let _ = write!(sql, ",{})", opt_int(u.duration_ms));
+        }
+        sql.push_str(";\n");
+    }
+    if !chunk.finals.is_empty() {
+        write_summaries(
+            &mut sql,
+            chunk.finals.iter().map(|f| (f.check_id, &f.state)),
+        )?;
+        let runs: Vec<(i64, RunChange)> = chunk
+            .finals
+            .iter()
+            .flat_map(|f| f.runs.iter().map(|r| (f.check_id, r.clone())))
+            .collect();
+        write_runs(&mut sql, &runs);
+    }
+    let resumed: Vec<String> = chunk
+        .finals
+        .iter()
+        .filter(|f| f.resumed)
+        .map(|f| f.check_id.to_string())
+        .collect();
+    if !resumed.is_empty() {
+        let _ = writeln!(
+            sql,
+            "UPDATE checks SET paused = 0 WHERE id IN ({});",
+            resumed.join(",")
+        );
+    }
+    for f in &chunk.finals {
+        for (at, detail) in &f.overlaps {
+            let _ = writeln!(
+                sql,
+                "INSERT INTO check_events (check_id, at, kind, detail) VALUES ({}, {at}, {}, {});",
+                f.check_id,
+                text(OVERLAP_EVENT),
+                text(detail)
+            );
+        }
+    }
+    if let Some(through) = chunk.delete_through {
+        let _ = writeln!(sql, "DELETE FROM ping_inbox WHERE id <= {through};");
+    }
+    sql.push_str("COMMIT;");
+    Ok(sql)
+}
+
+fn write_summaries<'a>(
+    sql: &mut String,
+    touched: impl Iterator<Item = (i64, &'a Cached)>,
+) -> Result<(), StoreError> {
     sql.push_str(
         "INSERT INTO check_state (check_id, n_pings, last_ping_at, last_ping_kind, \
          last_success_at, last_start_at, last_failure_at, last_items, last_items_at, \
          zero_streak_since, zero_streak_runs, consecutive_failures, consecutive_successes, \
-         last_duration_ms, open_runs, overlap_count, failed_since, timed_out_at) VALUES ",
+         last_duration_ms, open_runs, overlap_count, failed_since, timed_out_at, \
+         folded_through) VALUES ",
     );
-    for (i, (id, c)) in touched.iter().enumerate() {
+    for (i, (id, c)) in touched.enumerate() {
         let s = &c.summary;
         if i > 0 {
             sql.push(',');
@@ -784,7 +1046,7 @@ fn write_summaries(sql: &mut String, touched: &HashMap<i64, Cached>) -> Result<(
         let open_runs = serde_json::to_string(&s.open_runs).map_err(anyhow::Error::from)?;
         let _ = write!(
             sql,
-            "({id},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{})",
+            "({id},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{})",
             s.n_pings,
             opt_int(s.last_ping_at),
             opt_text(s.last_ping_kind.map(|k| k.as_str())),
@@ -802,6 +1064,7 @@ fn write_summaries(sql: &mut String, touched: &HashMap<i64, Cached>) -> Result<(
             s.overlaps,
             opt_int(s.failed_since),
             opt_int(s.timed_out_at),
+            c.folded_through,
         );
     }
     sql.push_str(
@@ -815,7 +1078,7 @@ fn write_summaries(sql: &mut String, touched: &HashMap<i64, Cached>) -> Result<(
          consecutive_successes = excluded.consecutive_successes, \
          last_duration_ms = excluded.last_duration_ms, open_runs = excluded.open_runs, \
          overlap_count = excluded.overlap_count, failed_since = excluded.failed_since, \
-         timed_out_at = excluded.timed_out_at;\n",
+         timed_out_at = excluded.timed_out_at, folded_through = excluded.folded_through;\n",
     );
     Ok(())
 }

@@ -1,0 +1,183 @@
+//! SQLite folds pings in memory and writes them in rounds sorted by check
+//! (src/store/sqlite.rs): reads, restarts and deletes in the middle of a
+//! round must see every ping exactly once.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Backend, TestDb};
+use overdue::config::Config;
+use overdue::domain::check::{CheckInput, CheckSpec};
+use overdue::domain::ping::PingKind;
+use overdue::store::{Check, CheckSource, NewPing, Store};
+
+async fn open(db: &TestDb) -> Arc<dyn Store> {
+    let config = Config::from_toml(&db.config_toml("")).unwrap();
+    overdue::store::open(&config).await.unwrap()
+}
+
+fn spec(json: &str) -> CheckSpec {
+    CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
+}
+
+fn ping(check_id: i64, at: i64, items: i64) -> NewPing {
+    NewPing {
+        check_id,
+        at,
+        kind: PingKind::Success,
+        exit_status: None,
+        items: Some(items as u64),
+        rid: None,
+        method: "GET".to_string(),
+        remote_addr: None,
+        user_agent: None,
+        scheme: "http",
+        body: Vec::new(),
+    }
+}
+
+async fn create(store: &Arc<dyn Store>, slug: &str) -> Check {
+    store
+        .create_check(
+            &spec(&format!(r#"{{"slug":"{slug}"}}"#)),
+            CheckSource::Api,
+            0,
+        )
+        .await
+        .unwrap()
+}
+
+/// Appends `n` pings to a check, items 1..=n, in batches of 100.
+async fn append(store: &Arc<dyn Store>, check_id: i64, n: i64) {
+    let pings: Vec<NewPing> = (1..=n).map(|i| ping(check_id, 1_000 + i, i)).collect();
+    for batch in pings.chunks(100) {
+        store.append_pings(batch).await.unwrap();
+    }
+}
+
+/// Folds everything in memory and leaves a round started with only its
+/// first chunk written.
+async fn fold_and_write_one_chunk(store: &Arc<dyn Store>) {
+    let first = store.fold(100_000).await.unwrap();
+    assert!(!first.more);
+    if !first.writing {
+        // A round starts once a second.
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        let next = store.fold(100_000).await.unwrap();
+        assert!(next.writing, "no round started");
+    }
+}
+
+/// Folds until the inbox is empty and every round is written.
+async fn fold_all(store: &Arc<dyn Store>) {
+    loop {
+        let f = store.fold(100_000).await.unwrap();
+        if !f.more && !f.writing {
+            break;
+        }
+    }
+    store.flush_folds().await.unwrap();
+}
+
+/// The check's pings, exactly once each, numbered 1..=n with items 1..=n.
+async fn assert_pings(store: &Arc<dyn Store>, check: &Check, n: i64) {
+    let read = store.check_by_uuid(check.uuid).await.unwrap();
+    assert_eq!(read.summary.n_pings, n, "n_pings of {}", check.id);
+    assert_eq!(read.summary.last_items, Some(n));
+    let mut pings = store.list_pings(check.id, 10_000).await.unwrap();
+    pings.reverse();
+    let numbers: Vec<i64> = pings.iter().map(|p| p.n).collect();
+    let items: Vec<i64> = pings.iter().map(|p| p.items.unwrap()).collect();
+    let want: Vec<i64> = (1..=n).collect();
+    assert_eq!(numbers, want, "ping numbers of {}", check.id);
+    assert_eq!(items, want, "ping items of {}", check.id);
+}
+
+#[tokio::test]
+async fn reads_see_every_ping_while_a_round_is_half_written() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = open(&db).await;
+    // More pings than one chunk holds, so the first check's rows span chunks.
+    let big = create(&store, "big").await;
+    let small = create(&store, "small").await;
+    append(&store, big.id, 2_500).await;
+    append(&store, small.id, 10).await;
+    fold_and_write_one_chunk(&store).await;
+    assert_pings(&store, &big, 2_500).await;
+    assert_pings(&store, &small, 10).await;
+    fold_all(&store).await;
+    assert_pings(&store, &big, 2_500).await;
+    assert_pings(&store, &small, 10).await;
+}
+
+#[tokio::test]
+async fn a_restart_in_the_middle_of_a_round_refolds_only_what_was_not_written() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = open(&db).await;
+    let big = create(&store, "big").await;
+    let small = create(&store, "small").await;
+    append(&store, big.id, 2_500).await;
+    append(&store, small.id, 10).await;
+    fold_and_write_one_chunk(&store).await;
+    // As after kill -9: what the round had not written is gone from memory.
+    drop(store);
+
+    let store = open(&db).await;
+    assert_pings(&store, &big, 2_500).await;
+    assert_pings(&store, &small, 10).await;
+    fold_all(&store).await;
+    assert_pings(&store, &big, 2_500).await;
+    assert_pings(&store, &small, 10).await;
+    // And once more after a clean round: nothing is folded twice.
+    drop(store);
+    let store = open(&db).await;
+    fold_all(&store).await;
+    assert_pings(&store, &big, 2_500).await;
+    assert_pings(&store, &small, 10).await;
+}
+
+#[tokio::test]
+async fn a_check_deleted_in_the_middle_of_a_round_does_not_stop_it() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = open(&db).await;
+    let big = create(&store, "big").await;
+    let small = create(&store, "small").await;
+    append(&store, big.id, 2_500).await;
+    append(&store, small.id, 10).await;
+    fold_and_write_one_chunk(&store).await;
+    store.delete_check(big.id).await.unwrap();
+    fold_all(&store).await;
+    assert_pings(&store, &small, 10).await;
+    store
+        .append_pings(&[ping(small.id, 5_000, 11)])
+        .await
+        .unwrap();
+    fold_all(&store).await;
+    assert_pings(&store, &small, 11).await;
+}
+
+#[tokio::test]
+async fn an_update_keeps_pings_folded_but_not_yet_written() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = open(&db).await;
+    let check = create(&store, "edited").await;
+    append(&store, check.id, 3).await;
+    let f = store.fold(100_000).await.unwrap();
+    assert_eq!(f.pings, 3);
+    store
+        .update_check(check.id, &spec(r#"{"slug":"edited","name":"Edited"}"#), 0)
+        .await
+        .unwrap();
+    store
+        .append_pings(&[ping(check.id, 5_000, 4)])
+        .await
+        .unwrap();
+    fold_all(&store).await;
+    assert_pings(&store, &check, 4).await;
+    drop(store);
+    let store = open(&db).await;
+    fold_all(&store).await;
+    assert_pings(&store, &check, 4).await;
+}
