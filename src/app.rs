@@ -20,7 +20,7 @@ use crate::metrics::Metrics;
 use crate::notify::deliver::Deliverer;
 use crate::notify::dispatch::DispatchNotice;
 use crate::notify::dispatch::{DispatchHandle, Dispatcher};
-use crate::notify::receiver::{http_client_for, SendContext};
+use crate::notify::receiver::SendContext;
 use crate::notify::NotifyConfig;
 use crate::reconcile::Live;
 use crate::store::lease::Change;
@@ -212,6 +212,7 @@ pub async fn run_with_metrics_listener(
         dispatch,
         metrics,
         live,
+        limits: Arc::new(crate::http::rate_limit::PingLimits::new(&config.rate_limit)),
     };
     let metrics_stop = shutdown.child_token();
     let metrics_server = metrics_listener
@@ -290,9 +291,7 @@ fn start_notifications(
     let mut deliverer = Deliverer::new(
         store.clone(),
         notify.clone(),
-        Arc::new(SendContext {
-            http: http_client_for(replica),
-        }),
+        Arc::new(SendContext::guarded(replica, config.webhooks.clone())),
         config.base_url.clone(),
         wake,
     );
@@ -354,12 +353,6 @@ fn warn_about(config: &Config) {
             "no API keys are configured in the file: unless keys were made through \
              POST /api/v1/keys, the API answers only requests from loopback \
              (configure [[api_keys]] to use it from elsewhere)"
-        );
-    }
-    for section in &config.reserved_sections {
-        tracing::warn!(
-            section = %section,
-            "this configuration section is accepted but not acted on by this version"
         );
     }
 }

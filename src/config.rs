@@ -15,9 +15,11 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::domain::check::{CheckInput, CheckSpec};
+use crate::http::rate_limit::{RateLimitInput, RateLimitSettings};
 use crate::http::ui_settings::{DashboardInput, DashboardSettings};
 use crate::metrics::settings::{MetricsInput, MetricsSettings};
 use crate::notify::deliver::DeliverySettings;
+use crate::notify::receiver::guard::{TargetPolicy, WebhooksInput};
 use crate::notify::receiver::{Receiver, ReceiverInput};
 use crate::notify::route::{RouteDefaults, RouteInput, RouteTree};
 use crate::notify::silence::{Silence, SilenceInput, SilenceSource};
@@ -45,6 +47,18 @@ impl Secret {
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(***)")
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Self {
+        Secret(value.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Secret)
     }
 }
 
@@ -113,8 +127,10 @@ pub struct Config {
     pub metrics: MetricsSettings,
     /// `[dashboard]`: basic-auth users and the session cookie.
     pub dashboard: DashboardSettings,
-    /// Sections of SPEC §11 that are accepted but not acted on yet.
-    pub reserved_sections: Vec<String>,
+    /// `[rate_limit]`: ping rate limits per check and per client address.
+    pub rate_limit: RateLimitSettings,
+    /// `[webhooks]`: which addresses HTTP receivers may reach.
+    pub webhooks: TargetPolicy,
     /// The file this was read from: what a reload reads again.
     pub file: Option<PathBuf>,
 }
@@ -163,11 +179,9 @@ const KNOWN_KEYS: &[&str] = &[
     "notifications",
     "metrics",
     "dashboard",
+    "rate_limit",
+    "webhooks",
 ];
-
-/// Sections from SPEC §11 that later releases act on; accepted so that one
-/// config file can serve every version, and reported at start-up.
-const RESERVED_KEYS: &[&str] = &["rate_limit", "webhooks"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -202,7 +216,7 @@ impl Config {
         let env = Env::prefixed("OVERDUE_").split("__").filter(|key| {
             let top = key.as_str().split(['.']).next().unwrap_or("");
             let top = top.split("__").next().unwrap_or("").to_ascii_lowercase();
-            KNOWN_KEYS.contains(&top.as_str()) || RESERVED_KEYS.contains(&top.as_str())
+            KNOWN_KEYS.contains(&top.as_str())
         });
         figment = figment.merge(env);
         let mut config = Self::from_figment(&figment)?;
@@ -227,11 +241,8 @@ impl Config {
             Ok(d) => d,
             Err(e) => return Err(ConfigErrors(vec![e.to_string()])),
         };
-        let mut reserved_sections = Vec::new();
         for key in dict.keys() {
-            if RESERVED_KEYS.contains(&key.as_str()) {
-                reserved_sections.push(key.clone());
-            } else if !KNOWN_KEYS.contains(&key.as_str()) {
+            if !KNOWN_KEYS.contains(&key.as_str()) {
                 errors.push(format!("{key}: unknown key"));
             }
         }
@@ -350,6 +361,24 @@ impl Config {
                 None
             }
         });
+        let rate_limit: Option<RateLimitInput> = f.get("rate_limit");
+        let rate_limit = rate_limit.and_then(|r| match RateLimitSettings::from_input(r) {
+            Ok(r) => Some(r),
+            Err(errs) => {
+                f.errors
+                    .extend(errs.into_iter().map(|e| format!("rate_limit.{e}")));
+                None
+            }
+        });
+        let webhooks: Option<WebhooksInput> = f.get("webhooks");
+        let webhooks = webhooks.and_then(|w| match TargetPolicy::from_input(w) {
+            Ok(w) => Some(w),
+            Err(errs) => {
+                f.errors
+                    .extend(errs.into_iter().map(|e| format!("webhooks.{e}")));
+                None
+            }
+        });
         if let (Some(h), Some(l)) = (heartbeat_period, lease_ttl) {
             if l < h * 2 {
                 errors.push(format!(
@@ -402,7 +431,8 @@ impl Config {
             notify: notify.ok_or_else(missing)?,
             metrics: metrics.ok_or_else(missing)?,
             dashboard: dashboard.ok_or_else(missing)?,
-            reserved_sections,
+            rate_limit: rate_limit.ok_or_else(missing)?,
+            webhooks: webhooks.ok_or_else(missing)?,
             file: None,
         })
     }
@@ -818,4 +848,131 @@ fn api_key(k: ApiKeyInput) -> Result<ApiKey, String> {
         scope,
         sha256,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Distinct values in every secret setting; none may show in `Debug`.
+    const SECRETS: &[&str] = &[
+        "dbpass-c0ffee",
+        "pingkey-c0ffee",
+        "apikey-c0ffee-0123456789",
+        "smtppass-c0ffee",
+        "hmac-c0ffee",
+        "headerval-c0ffee",
+        "slackpath-c0ffee",
+        "metrics-c0ffee",
+        "dashpass-c0ffee",
+    ];
+
+    const TOML: &str = r#"
+database_url = "postgres://overdue:dbpass-c0ffee@127.0.0.1:5432/db"
+ping_key = "pingkey-c0ffee"
+api_keys = [ { name = "ops", scope = "write", key = "apikey-c0ffee-0123456789" } ]
+
+[[receivers]]
+name = "mail"
+type = "email"
+to = ["a@example.com"]
+smtp = { host = "127.0.0.1", port = 25, tls = "none", from = "o@example.com", username = "u", password = "smtppass-c0ffee" }
+
+[[receivers]]
+name = "hook"
+type = "webhook"
+url = "http://127.0.0.1:9/hook"
+secret = "hmac-c0ffee"
+headers = { Authorization = "Bearer headerval-c0ffee" }
+
+[[receivers]]
+name = "slack"
+type = "slack"
+url = "http://127.0.0.1:9/services/slackpath-c0ffee"
+
+[route]
+receiver = "mail"
+
+[metrics]
+token = "metrics-c0ffee"
+
+[dashboard]
+basic_auth = [ { user = "ops", password = "dashpass-c0ffee" } ]
+
+[rate_limit]
+per_check = "60/min"
+
+[webhooks]
+deny = ["private"]
+"#;
+
+    #[test]
+    fn debug_output_of_the_config_shows_no_secret() {
+        let config = Config::from_toml(TOML).expect("valid config");
+        let shown = format!("{config:?} {config:#?}");
+        for s in SECRETS {
+            assert!(!shown.contains(s), "{s} in Debug output: {shown}");
+        }
+        // The settings themselves are there (the test looks at real output).
+        assert!(shown.contains("hook") && shown.contains("ops"), "{shown}");
+        assert_eq!(
+            config.ping_key.as_ref().map(Secret::expose),
+            Some("pingkey-c0ffee")
+        );
+    }
+
+    #[test]
+    fn debug_output_of_inputs_shows_no_secret() {
+        let metrics: MetricsInput = toml::from_str(
+            "token = \"metrics-c0ffee\"\nlabels = []\nper_check = true\nselect = \"\"",
+        )
+        .unwrap();
+        let dashboard: DashboardInput = toml::from_str(
+            "secure_cookie = \"auto\"\nbasic_auth = [{ user = \"ops\", password = \"dashpass-c0ffee\" }]",
+        )
+        .unwrap();
+        let shown = format!("{metrics:?} {dashboard:?}");
+        for s in SECRETS {
+            assert!(!shown.contains(s), "{s} in Debug output: {shown}");
+        }
+    }
+
+    #[test]
+    fn rate_limit_and_webhooks_are_validated_with_their_key() {
+        let e = Config::from_toml(
+            "[rate_limit]\nper_check = \"fast\"\nper_address = \"0/min\"\n\
+             [webhooks]\ndeny = [\"private\", \"intranet\"]",
+        )
+        .unwrap_err()
+        .0;
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("rate_limit.per_check: \"fast\"")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("rate_limit.per_address: \"0/min\"")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("webhooks.deny[1]: \"intranet\"")),
+            "{e:?}"
+        );
+        let e = Config::from_toml("[rate_limit]\nper_chek = \"1/s\"")
+            .unwrap_err()
+            .0;
+        assert!(e.iter().any(|m| m.contains("per_chek")), "{e:?}");
+    }
+
+    #[test]
+    fn rate_limits_and_webhook_lists_are_off_by_default() {
+        let c = Config::from_toml("").unwrap();
+        assert_eq!(c.rate_limit, RateLimitSettings::default());
+        assert!(c.webhooks.is_open());
+        let c = Config::from_toml("[rate_limit]\nper_check = \"60/min\"").unwrap();
+        assert_eq!(c.rate_limit.per_check.map(|r| r.burst), Some(60));
+        assert_eq!(c.rate_limit.per_address, None);
+    }
 }

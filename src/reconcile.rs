@@ -310,6 +310,8 @@ fn restart_only(old: &Config, new: &Config) -> Vec<String> {
         "sqlite_synchronous",
         old.sqlite_synchronous != new.sqlite_synchronous,
     );
+    differs("rate_limit", old.rate_limit != new.rate_limit);
+    differs("webhooks", old.webhooks != new.webhooks);
     out
 }
 

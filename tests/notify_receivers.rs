@@ -25,9 +25,7 @@ fn receiver(toml_text: &str) -> Receiver {
 }
 
 fn ctx() -> SendContext {
-    SendContext {
-        http: http_client(),
-    }
+    SendContext::new(http_client())
 }
 
 fn labels(pairs: &[(&str, &str)]) -> LabelSet {

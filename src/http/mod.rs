@@ -24,6 +24,7 @@ pub mod badge;
 pub mod error;
 pub mod metrics;
 pub mod ping;
+pub mod rate_limit;
 pub mod ui;
 pub mod ui_settings;
 pub mod v3;
@@ -42,6 +43,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// The reloadable configuration (API keys, receivers, routes, silences).
     pub live: Arc<Live>,
+    /// `[rate_limit]`: the ping limiters.
+    pub limits: Arc<rate_limit::PingLimits>,
 }
 
 /// The whole HTTP surface.

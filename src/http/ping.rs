@@ -2,6 +2,7 @@
 //! `/ping/{uuid}[/start|/fail|/log|/{exit}]` and `/ping/{ping_key}/{slug}[/…]`.
 
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path, RawQuery, State};
@@ -12,6 +13,7 @@ use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
 use super::auth::client_ip;
+use super::rate_limit::retry_after_secs;
 use super::AppState;
 use crate::domain::check::CheckSpec;
 use crate::domain::ping::PingKind;
@@ -61,6 +63,21 @@ pub async fn ping(
     body: Body,
 ) -> Response {
     let limit = state.config.ping_body_limit;
+    let client = client_ip(peer, &headers, &state.config.trusted_proxies);
+    // Before anything else: unknown URLs from one address count too.
+    if let Some(l) = &state.limits.per_address {
+        if let Err(wait) = l.check(client, Instant::now()) {
+            state.metrics.ping_rejected(Rejected::RateLimitAddress);
+            return too_many(
+                wait,
+                format!(
+                    "rate limit exceeded: more than {} pings from this address ([rate_limit] per_address)",
+                    l.rate()
+                ),
+                limit,
+            );
+        }
+    }
     let (target, action) =
         match parse_path(&path, state.config.ping_key.as_ref().map(|k| k.expose())) {
             Ok(t) => t,
@@ -97,6 +114,19 @@ pub async fn ping(
         }
     };
 
+    if let Some(l) = &state.limits.per_check {
+        if let Err(wait) = l.check(check.id, Instant::now()) {
+            state.metrics.ping_rejected(Rejected::RateLimitCheck);
+            return too_many(
+                wait,
+                format!(
+                    "rate limit exceeded: more than {} pings to this check ([rate_limit] per_check)",
+                    l.rate()
+                ),
+                limit,
+            );
+        }
+    }
     let body = read_body(body, limit).await;
     let user_agent = headers
         .get(header::USER_AGENT)
@@ -109,7 +139,7 @@ pub async fn ping(
         items: query.items,
         rid: query.rid,
         method: method.as_str().to_string(),
-        remote_addr: Some(client_ip(peer, &headers, &state.config.trusted_proxies).to_string()),
+        remote_addr: Some(client.to_string()),
         user_agent,
         scheme: "http",
         body,
@@ -315,6 +345,17 @@ fn reject(metrics: &Metrics, r: Rejection, limit: usize) -> Response {
         Rejection::NotFound => respond(StatusCode::NOT_FOUND, "not found", limit),
         Rejection::BadRequest(why) => respond(StatusCode::BAD_REQUEST, why, limit),
     }
+}
+
+/// 429 with `Retry-After` in whole seconds (at least 1) and which limit it was.
+fn too_many(wait: Duration, why: String, limit: usize) -> Response {
+    let mut response = respond(StatusCode::TOO_MANY_REQUESTS, "", limit);
+    *response.body_mut() = Body::from(why);
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(retry_after_secs(wait)),
+    );
+    response
 }
 
 fn unavailable(metrics: &Metrics, limit: usize) -> Response {

@@ -24,7 +24,7 @@ pub struct DashboardInput {
 #[serde(deny_unknown_fields)]
 pub struct BasicUserInput {
     pub user: String,
-    pub password: Option<String>,
+    pub password: Option<crate::config::Secret>,
     pub password_file: Option<PathBuf>,
     /// `read` (default) or `write`.
     pub scope: Option<String>,
@@ -76,7 +76,7 @@ impl DashboardSettings {
                 errors.push(format!("{at}.user: must be non-empty and without ':'"));
             }
             let password = match (u.password, u.password_file) {
-                (Some(p), None) => Some(p),
+                (Some(p), None) => Some(p.expose().to_string()),
                 (None, Some(path)) => match read_secret_file(&path) {
                     Ok(s) => Some(s.expose().to_string()),
                     Err(e) => {

@@ -23,6 +23,10 @@ pub enum Rejected {
     BadRequest,
     /// 503: the ping could not be stored.
     Unavailable,
+    /// 429: over `[rate_limit] per_check`.
+    RateLimitCheck,
+    /// 429: over `[rate_limit] per_address`.
+    RateLimitAddress,
 }
 
 impl Rejected {
@@ -32,6 +36,8 @@ impl Rejected {
             Rejected::NotFound => "not_found",
             Rejected::BadRequest => "bad_request",
             Rejected::Unavailable => "unavailable",
+            Rejected::RateLimitCheck => "rate_limit_check",
+            Rejected::RateLimitAddress => "rate_limit_address",
         }
     }
 }
@@ -137,6 +143,8 @@ impl Metrics {
             Rejected::NotFound,
             Rejected::BadRequest,
             Rejected::Unavailable,
+            Rejected::RateLimitCheck,
+            Rejected::RateLimitAddress,
         ] {
             ping_rejected.with_label_values(&[r.as_str()]);
         }

@@ -16,7 +16,7 @@ pub const RESERVED_LABELS: &[&str] = &["check", "name", "status"];
 #[serde(deny_unknown_fields)]
 pub struct MetricsInput {
     pub listen: Option<String>,
-    pub token: Option<String>,
+    pub token: Option<Secret>,
     pub token_file: Option<PathBuf>,
     pub labels: Vec<String>,
     pub per_check: bool,
@@ -71,11 +71,11 @@ impl MetricsSettings {
                 errors.push("token: set token or token_file, not both".to_string());
                 None
             }
-            (Some(t), None) if t.is_empty() => {
+            (Some(t), None) if t.expose().is_empty() => {
                 errors.push("token: must not be empty (leave it out for no token)".to_string());
                 None
             }
-            (Some(t), None) => Some(Secret::new(t)),
+            (Some(t), None) => Some(t),
             (None, Some(path)) => match read_secret_file(&path) {
                 Ok(t) if t.expose().is_empty() => {
                     errors.push(format!("token_file: {} is empty", path.display()));

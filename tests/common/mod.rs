@@ -352,11 +352,16 @@ impl ChildServer {
     /// Starts `overdue serve` with this config file and waits for its
     /// "listening on" line (the port is chosen by the kernel).
     pub fn spawn(config: &Path) -> ChildServer {
+        Self::spawn_logging(config, "info")
+    }
+
+    /// Like [`ChildServer::spawn`], with `RUST_LOG` set to `filter`.
+    pub fn spawn_logging(config: &Path, filter: &str) -> ChildServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_overdue"))
             .arg("--config")
             .arg(config)
             .arg("serve")
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", filter)
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -372,7 +377,9 @@ impl ChildServer {
                 let Ok(line) = line else { break };
                 if !sent {
                     if let Some(i) = line.find("overdue listening on http://") {
-                        let url = line[i + "overdue listening on ".len()..].trim().to_string();
+                        // Text lines end with the URL; JSON lines close a string after it.
+                        let rest = &line[i + "overdue listening on ".len()..];
+                        let url = rest.split(['"', ' ']).next().unwrap_or("").to_string();
                         let _ = tx.send(url);
                         sent = true;
                     }

@@ -99,7 +99,7 @@ impl Alertmanager {
         let mut headers = self.headers.clone();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(IDEMPOTENCY_KEY, idempotency_value(message)?);
-        post(&ctx.http, &self.endpoint, &self.shown, headers, body).await
+        post(ctx, &self.endpoint, &self.shown, headers, body).await
     }
 }
 

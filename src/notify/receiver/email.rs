@@ -444,9 +444,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let ctx = super::super::SendContext {
-            http: super::super::http_client(),
-        };
+        let ctx = super::super::SendContext::new(super::super::http_client());
         let m = message(&[], vec![alert(AlertStatus::Firing, "a")]);
         let result = rt.block_on(r.send(&ctx, &m));
         assert!(

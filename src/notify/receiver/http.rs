@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, LOCATION, RETRY_AFTER};
-use reqwest::{Client, StatusCode, Url};
+use reqwest::{StatusCode, Url};
 
-use super::{error_chain, SendError};
+use super::guard::denied_in;
+use super::{error_chain, SendContext, SendError};
 
 /// How much of an error response's body goes into the error message.
 const BODY_SNIPPET: usize = 200;
@@ -94,14 +95,19 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 }
 
 /// POSTs `body` and classifies the outcome. `shown` names the target in errors.
+/// A target `[webhooks]` refuses is a permanent failure, sent nothing.
 pub(super) async fn post(
-    http: &Client,
+    ctx: &SendContext,
     url: &Url,
     shown: &str,
     headers: HeaderMap,
     body: Vec<u8>,
 ) -> Result<(), SendError> {
-    let response = http
+    ctx.policy
+        .check_url(url)
+        .map_err(|d| SendError::Permanent(format!("cannot deliver to {shown}: {d}")))?;
+    let response = ctx
+        .http
         .post(url.clone())
         .headers(headers)
         .body(body)
@@ -169,6 +175,9 @@ async fn body_snippet(mut response: reqwest::Response) -> String {
 /// Describes a failed request without the URL reqwest would print (it may
 /// carry credentials).
 fn request_error(e: reqwest::Error, shown: &str) -> SendError {
+    if let Some(d) = denied_in(&e) {
+        return SendError::Permanent(format!("cannot deliver to {shown}: {d}"));
+    }
     let timeout = e.is_timeout();
     let connect = e.is_connect();
     let builder = e.is_builder();

@@ -8,6 +8,7 @@
 
 mod alertmanager;
 mod email;
+pub mod guard;
 mod http;
 mod slack;
 mod template;
@@ -24,6 +25,7 @@ use serde::{Deserialize, Deserializer};
 use crate::config::{parse_duration, read_secret_file, Secret};
 use crate::notify::message::Message;
 
+pub use guard::TargetPolicy;
 pub use http::parse_retry_after;
 pub use template::default_subject;
 pub use webhook::signature;
@@ -247,6 +249,39 @@ impl fmt::Debug for Receiver {
 pub struct SendContext {
     /// The one HTTP client (see [`http_client`]).
     pub http: reqwest::Client,
+    /// `[webhooks] allow / deny`: which addresses HTTP receivers may reach.
+    pub policy: Arc<TargetPolicy>,
+}
+
+impl SendContext {
+    /// A context that may reach any address, with this client.
+    pub fn new(http: reqwest::Client) -> SendContext {
+        SendContext {
+            http,
+            policy: Arc::new(TargetPolicy::default()),
+        }
+    }
+
+    /// The server's context: its client names `replica`, and every address
+    /// it reaches (resolved or literal) is checked against `policy`.
+    pub fn guarded(replica: &str, policy: TargetPolicy) -> SendContext {
+        let policy = Arc::new(policy);
+        let mut builder = client_builder().default_headers(replica_header(replica));
+        if !policy.is_open() {
+            // A proxy would resolve the target itself, out of the guard's sight.
+            builder = builder
+                .no_proxy()
+                .dns_resolver(Arc::new(guard::GuardedResolver {
+                    policy: policy.clone(),
+                }));
+        }
+        SendContext {
+            http: builder
+                .build()
+                .expect("the HTTP client's TLS backend initialises"),
+            policy,
+        }
+    }
 }
 
 /// The one HTTP client for all webhook-like receivers: no redirects followed,
@@ -261,14 +296,18 @@ pub fn http_client() -> reqwest::Client {
 /// (`X-Overdue-Replica`), so an operator of several replicas can tell which
 /// one delivered a notification.
 pub fn http_client_for(replica: &str) -> reqwest::Client {
+    client_builder()
+        .default_headers(replica_header(replica))
+        .build()
+        .expect("the HTTP client's TLS backend initialises")
+}
+
+fn replica_header(replica: &str) -> reqwest::header::HeaderMap {
     let mut headers = reqwest::header::HeaderMap::new();
     if let Ok(v) = reqwest::header::HeaderValue::from_str(replica) {
         headers.insert("x-overdue-replica", v);
     }
-    client_builder()
-        .default_headers(headers)
-        .build()
-        .expect("the HTTP client's TLS backend initialises")
+    headers
 }
 
 fn client_builder() -> reqwest::ClientBuilder {

@@ -70,7 +70,7 @@ impl Slack {
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(IDEMPOTENCY_KEY, idempotency_value(message)?);
-        post(&ctx.http, &self.url, &self.shown, headers, body).await
+        post(ctx, &self.url, &self.shown, headers, body).await
     }
 }
 

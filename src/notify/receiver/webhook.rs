@@ -93,7 +93,7 @@ impl Webhook {
                 .map_err(|e| SendError::Permanent(format!("signature header: {e}")))?;
             headers.insert(SIGNATURE, value);
         }
-        post(&ctx.http, &self.url, &self.shown, headers, body).await
+        post(ctx, &self.url, &self.shown, headers, body).await
     }
 }
 
