@@ -24,6 +24,7 @@ pub mod badge;
 pub mod error;
 pub mod metrics;
 pub mod ping;
+pub mod serve;
 pub mod ui;
 pub mod ui_settings;
 pub mod v3;
