@@ -280,6 +280,7 @@ async fn slowloris_clients_are_cut_off_and_pings_still_pass() {
     for t in slow {
         longest = longest.max(t.await.unwrap());
     }
+    eprintln!("the slowest slow client was cut off after {longest:?}");
     // The header read timeout is 10 s; 60 s leaves room for a loaded machine
     // while a server without the timeout would keep them for the full 90 s.
     assert!(
@@ -317,6 +318,7 @@ async fn a_stalled_body_gets_408_and_is_not_recorded() {
     for (what, (r, took)) in [("ping", ping), ("api", api)] {
         assert_eq!(r.status, 408, "{what}: {} {:?}", r.head, r.text());
         assert!(r.text().contains("20s"), "{what}: {:?}", r.text());
+        eprintln!("{what}: 408 after {took:?}");
         assert!(
             took >= Duration::from_secs(19),
             "{what}: answered after {took:?}"
@@ -598,6 +600,7 @@ async fn unknown_methods_are_405_or_accepted_by_pings() {
     }
     // CONNECT with an authority target is not served as a route.
     let r = raw(&s.base, request("CONNECT", b"localhost:80")).await;
+    eprintln!("CONNECT localhost:80: {} {:?}", r.status, r.text());
     assert_no_5xx("CONNECT", &r);
     s.stop().await;
 }
