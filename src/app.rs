@@ -1,6 +1,5 @@
 //! Builds the state, the router and the workers, and runs until shutdown.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -215,19 +214,21 @@ pub async fn run_with_metrics_listener(
         limits: Arc::new(crate::http::rate_limit::PingLimits::new(&config.rate_limit)),
     };
     let metrics_stop = shutdown.child_token();
-    let metrics_server = metrics_listener
-        .map(|l| crate::http::metrics::spawn_server(l, state.clone(), metrics_stop.clone()));
+    let metrics_server = metrics_listener.map(|l| {
+        crate::http::metrics::spawn_server(
+            l,
+            state.clone(),
+            metrics_stop.clone(),
+            config.shutdown_timeout,
+        )
+    });
     let app = router(state);
     let addr = listener.local_addr().context("listener has no address")?;
     tracing::info!("overdue listening on http://{addr}");
 
-    let served = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown.cancelled_owned())
-    .await
-    .context("HTTP server failed");
+    let served = crate::http::serve::serve(listener, app, shutdown, config.shutdown_timeout)
+        .await
+        .context("HTTP server failed");
     metrics_stop.cancel();
     if let Some(task) = metrics_server {
         match task.await {

@@ -1,10 +1,10 @@
 //! The API's error type: one place that turns failures into status codes and
 //! `{ "error": { "code", "message" } }` bodies. Internal detail is logged, never sent.
 
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::domain::check::FieldError;
 use crate::store::StoreError;
@@ -66,6 +66,102 @@ impl IntoResponse for AppError {
     }
 }
 
+/// The largest request body the API reads (JSON bodies); larger ones are 413.
+pub const API_BODY_LIMIT: usize = 2 * 1024 * 1024;
+
+/// A client error made by axum itself rather than by a handler: a path that
+/// is not UTF-8, a query that does not parse, a body over the limit, a method
+/// the route does not have. axum answers those in plain text (or, for 405,
+/// with no text at all); the APIs answer every error as JSON.
+pub struct Rejected {
+    pub status: StatusCode,
+    pub message: String,
+    allow: Option<HeaderValue>,
+}
+
+impl Rejected {
+    /// The rejection in `response`, or the response itself when it is not a
+    /// plain-text client error.
+    pub async fn from_response(response: Response) -> Result<Rejected, Response> {
+        let status = response.status();
+        let json = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+        // Only the statuses axum's extractors and method routing answer:
+        // a handler's own plain-text answer (v3's 409 is healthchecks')
+        // is left alone.
+        let axum_made = matches!(
+            status,
+            StatusCode::BAD_REQUEST
+                | StatusCode::METHOD_NOT_ALLOWED
+                | StatusCode::PAYLOAD_TOO_LARGE
+                | StatusCode::UNSUPPORTED_MEDIA_TYPE
+                | StatusCode::UNPROCESSABLE_ENTITY
+        );
+        if !axum_made || json {
+            return Err(response);
+        }
+        let allow = response.headers().get(header::ALLOW).cloned();
+        let text = axum::body::to_bytes(response.into_body(), 64 * 1024)
+            .await
+            .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+            .unwrap_or_default();
+        let message = match status {
+            // axum's text does not say what the limit is.
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                format!("the request body is larger than the limit of {API_BODY_LIMIT} bytes")
+            }
+            StatusCode::METHOD_NOT_ALLOWED => format!(
+                "method not allowed; this route allows {}",
+                allow
+                    .as_ref()
+                    .and_then(|a| a.to_str().ok())
+                    .unwrap_or("no method")
+            ),
+            _ if text.is_empty() => status
+                .canonical_reason()
+                .unwrap_or("bad request")
+                .to_lowercase(),
+            _ => text,
+        };
+        Ok(Rejected {
+            status,
+            message,
+            allow,
+        })
+    }
+
+    /// `bad_request`, `payload_too_large`, `method_not_allowed`, …
+    pub fn code(&self) -> String {
+        self.status
+            .canonical_reason()
+            .unwrap_or("bad request")
+            .to_lowercase()
+            .replace(' ', "_")
+    }
+
+    /// The answer with `body`, keeping `Allow` on a 405.
+    pub fn respond(self, body: Value) -> Response {
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(allow) = self.allow {
+            response.headers_mut().insert(header::ALLOW, allow);
+        }
+        response
+    }
+}
+
+/// Answers axum's own rejections under `/api/v1` as `{ "error": { "code", "message" } }`.
+pub async fn json_rejections(response: Response) -> Response {
+    match Rejected::from_response(response).await {
+        Ok(r) => {
+            let body = json!({ "error": { "code": r.code(), "message": r.message } });
+            r.respond(body)
+        }
+        Err(response) => response,
+    }
+}
+
 /// The error body of every `/api/v1` route.
 #[derive(utoipa::ToSchema)]
 #[allow(dead_code)]
@@ -78,7 +174,9 @@ pub struct ErrorBody {
 #[allow(dead_code)]
 pub struct ErrorDetail {
     /// `bad_request`, `invalid`, `not_found`, `conflict`, `unauthorized`,
-    /// `forbidden` or `unavailable`.
+    /// `forbidden` or `unavailable`; for requests refused before they reach
+    /// the route, `payload_too_large`, `method_not_allowed` or
+    /// `unsupported_media_type`.
     code: String,
     message: String,
     /// With `invalid`: every field at fault.

@@ -8,7 +8,6 @@
 //! one page's copy at a time, never for a whole scrape.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,24 +38,19 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/metrics", get(scrape))
 }
 
-/// Serves only `/metrics` on `listener` until `stop` fires.
+/// Serves only `/metrics` on `listener` until `stop` fires, then waits at
+/// most `drain` for the scrapes in flight.
 pub fn spawn_server(
     listener: TcpListener,
     state: AppState,
     stop: CancellationToken,
+    drain: Duration,
 ) -> JoinHandle<std::io::Result<()>> {
     if let Ok(addr) = listener.local_addr() {
         tracing::info!("metrics listening on http://{addr}/metrics");
     }
     let app = router().with_state(state);
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(stop.cancelled_owned())
-        .await
-    })
+    tokio::spawn(super::serve::serve(listener, app, stop, drain))
 }
 
 async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {

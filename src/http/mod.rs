@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, StatusCode};
 use axum::routing::{any, get};
 use axum::Router;
@@ -25,6 +25,7 @@ pub mod error;
 pub mod metrics;
 pub mod ping;
 pub mod rate_limit;
+pub mod serve;
 pub mod ui;
 pub mod ui_settings;
 pub mod v3;
@@ -61,7 +62,9 @@ pub fn router(state: AppState) -> Router {
     if state.config.metrics.listen.is_none() {
         app = app.merge(metrics::router());
     }
-    app.with_state(state)
+    // Set explicitly so that the limit named in a 413 is the one applied.
+    app.layer(DefaultBodyLimit::max(error::API_BODY_LIMIT))
+        .with_state(state)
 }
 
 /// `/api/v1`: the documented routes, the document itself, and a JSON 404.
@@ -77,6 +80,7 @@ fn v1() -> Router<AppState> {
             }),
         )
         .fallback(|| async { AppError::NotFound("no such API route".to_string()) })
+        .layer(axum::middleware::map_response(error::json_rejections))
 }
 
 /// The OpenAPI document of `/api/v1`.

@@ -127,7 +127,16 @@ pub async fn ping(
             );
         }
     }
-    let body = read_body(body, limit).await;
+    // A body cut off (stalled past the read timeout, or a broken chunked
+    // encoding) is not a ping: storing it would acknowledge a request the
+    // client is told failed, and its retry would be counted twice.
+    let Some(body) = read_body(body, limit).await else {
+        return reject(
+            &state.metrics,
+            Rejection::BadRequest("the request body could not be read"),
+            limit,
+        );
+    };
     let user_agent = headers
         .get(header::USER_AGENT)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
@@ -302,11 +311,12 @@ fn parse_query(query: Option<&str>) -> Result<Query, Rejection> {
 
 /// Reads the first `limit` bytes of the body; the rest (up to a bound) is read
 /// and discarded, so that a client sending more still gets its answer.
-async fn read_body(mut body: Body, limit: usize) -> Vec<u8> {
+/// `None` when the body could not be read to its end (or to the bound).
+async fn read_body(mut body: Body, limit: usize) -> Option<Vec<u8>> {
     let mut kept = Vec::new();
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
-        let Ok(frame) = frame else { break };
+        let Ok(frame) = frame else { return None };
         if let Ok(data) = frame.into_data() {
             if kept.len() < limit {
                 let take = (limit - kept.len()).min(data.len());
@@ -318,7 +328,7 @@ async fn read_body(mut body: Body, limit: usize) -> Vec<u8> {
             }
         }
     }
-    kept
+    Some(kept)
 }
 
 fn respond(status: StatusCode, text: &'static str, limit: usize) -> Response {

@@ -53,6 +53,19 @@ pub fn router() -> Router<AppState> {
         .route("/channels/", get(list_channels))
         .route("/status/", get(status))
         .fallback(|| async { V3Error::new(StatusCode::NOT_FOUND, "not found") })
+        .layer(axum::middleware::map_response(v3_rejections))
+}
+
+/// Answers axum's own rejections (a path that is not UTF-8, a body over the
+/// limit, a method the route lacks) as healthchecks does: `{"error": "…"}`.
+async fn v3_rejections(response: Response) -> Response {
+    match super::error::Rejected::from_response(response).await {
+        Ok(r) => {
+            let body = json!({ "error": r.message });
+            r.respond(body)
+        }
+        Err(response) => response,
+    }
 }
 
 /// An error as healthchecks answers it: `{"error": "…"}`.
