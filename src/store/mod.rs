@@ -934,6 +934,11 @@ pub(crate) struct EvalRow {
 }
 
 impl EvalRow {
+    /// The check's id.
+    pub(crate) fn id(&self) -> i64 {
+        self.check.id
+    }
+
     pub(crate) fn into_eval(self) -> anyhow::Result<EvalCheck> {
         self.into_eval_with(&[])
     }

@@ -166,12 +166,13 @@ impl Store for SqliteStore {
         );
         let mut tx = self.read_snapshot().await?;
         let rows: Vec<CheckRow> = sqlx::query_as(&sql).fetch_all(&mut *tx).await?;
-        let pending = pending_on(&mut tx, None).await?;
+        let mut pending = by_check(pending_on(&mut tx, None).await?);
         tx.commit().await?;
         rows.into_iter()
             .map(|r| {
                 let mut check = r.into_check()?;
-                apply_pending(&mut check, &pending);
+                let mine = pending.remove(&check.id).unwrap_or_default();
+                apply_pending(&mut check, &mine);
                 Ok(check)
             })
             .collect()
@@ -285,13 +286,23 @@ impl Store for SqliteStore {
              LEFT JOIN check_status st ON st.check_id = c.id \
              WHERE c.id > ? ORDER BY c.id LIMIT ?"
         );
+        // With the pings that folds have not written yet, in one snapshot:
+        // the evaluator must start from every acknowledged ping (a status
+        // recorded before a restart already counts them).
+        let mut tx = self.read_snapshot().await?;
         let rows: Vec<EvalRow> = sqlx::query_as(&sql)
             .bind(after)
             .bind(i64::from(limit))
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *tx)
             .await?;
+        let through = rows.last().map_or(after, |r| r.id());
+        let mut pending = by_check(pending_between(&mut tx, after, through).await?);
+        tx.commit().await?;
         rows.into_iter()
-            .map(|r| r.into_eval().map_err(StoreError::Other))
+            .map(|r| {
+                let mine = pending.remove(&r.id()).unwrap_or_default();
+                r.into_eval_with(&mine).map_err(StoreError::Other)
+            })
             .collect()
     }
 
@@ -609,19 +620,42 @@ async fn pending_on(
     conn: &mut SqliteConnection,
     check_id: Option<i64>,
 ) -> Result<Vec<InboxPing>, StoreError> {
-    // Only rows past the check's `folded_through`: earlier ones are in its
-    // summary and the ping log already (written by a round that has not yet
-    // deleted them).
+    match check_id {
+        Some(id) => pending_between(conn, id - 1, id).await,
+        None => pending_between(conn, i64::MIN, i64::MAX).await,
+    }
+}
+
+/// Pings still in the inbox of the checks with `after < id <= through`,
+/// oldest first. Only rows past each check's `folded_through`: earlier ones
+/// are in its summary and the ping log already (written by a round that has
+/// not yet deleted them).
+async fn pending_between(
+    conn: &mut SqliteConnection,
+    after: i64,
+    through: i64,
+) -> Result<Vec<InboxPing>, StoreError> {
     let sql = format!(
-        "SELECT {INBOX_COLUMNS} FROM ping_inbox i WHERE (?1 IS NULL OR i.check_id = ?1) \
+        "SELECT {INBOX_COLUMNS} FROM ping_inbox i WHERE i.check_id > ?1 AND i.check_id <= ?2 \
          AND i.id > COALESCE((SELECT s.folded_through FROM check_state s \
          WHERE s.check_id = i.check_id), 0) ORDER BY i.id"
     );
     let rows: Vec<InboxRow> = sqlx::query_as(&sql)
-        .bind(check_id)
+        .bind(after)
+        .bind(through)
         .fetch_all(&mut *conn)
         .await?;
     Ok(rows.into_iter().map(InboxRow::into_ping).collect())
+}
+
+/// Pending pings grouped by check (in order), so applying them to many
+/// checks costs one pass.
+fn by_check(pending: Vec<InboxPing>) -> HashMap<i64, Vec<InboxPing>> {
+    let mut out: HashMap<i64, Vec<InboxPing>> = HashMap::new();
+    for p in pending {
+        out.entry(p.ping.check_id).or_default().push(p);
+    }
+    out
 }
 
 impl SqliteStore {}
