@@ -364,8 +364,8 @@ async fn outage(
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                let r = http.get(&url).send().await.unwrap();
-                assert_eq!(r.status(), 200);
+                // Its outcome is judged by its flips below.
+                let _ = http.get(&url).send().await;
             }
         })
     };
