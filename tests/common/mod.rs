@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+pub mod gate;
 pub mod sinks;
 
 use overdue::config::Config;
@@ -352,12 +353,22 @@ impl ChildServer {
     /// Starts `overdue serve` with this config file and waits for its
     /// "listening on" line (the port is chosen by the kernel).
     pub fn spawn(config: &Path) -> ChildServer {
-        Self::spawn_logging(config, "info")
+        Self::spawn_with(Path::new(env!("CARGO_BIN_EXE_overdue")), config, "info")
     }
 
     /// Like [`ChildServer::spawn`], with `RUST_LOG` set to `filter`.
     pub fn spawn_logging(config: &Path, filter: &str) -> ChildServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_overdue"))
+        Self::spawn_with(Path::new(env!("CARGO_BIN_EXE_overdue")), config, filter)
+    }
+
+    /// [`ChildServer::spawn`] with another build of the binary (e.g.
+    /// [`release_binary`]).
+    pub fn spawn_binary(binary: &Path, config: &Path) -> ChildServer {
+        Self::spawn_with(binary, config, "info")
+    }
+
+    fn spawn_with(binary: &Path, config: &Path, filter: &str) -> ChildServer {
+        let mut child = Command::new(binary)
             .arg("--config")
             .arg(config)
             .arg("serve")
@@ -436,6 +447,24 @@ impl Drop for ChildServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The binary fault-injection tests run: the one named by
+/// `OVERDUE_TEST_RELEASE_BIN` (CI builds it with `cargo build --release`, so
+/// crashes hit the code users run), else this test build's debug binary.
+pub fn release_binary() -> PathBuf {
+    match std::env::var_os("OVERDUE_TEST_RELEASE_BIN").filter(|s| !s.is_empty()) {
+        Some(path) => {
+            let path = PathBuf::from(path);
+            assert!(
+                path.is_file(),
+                "OVERDUE_TEST_RELEASE_BIN={} is not a file",
+                path.display()
+            );
+            path
+        }
+        None => PathBuf::from(env!("CARGO_BIN_EXE_overdue")),
     }
 }
 
