@@ -345,13 +345,13 @@ fn blame_field(fields: &[String], whole: &croner::errors::CronError) -> Schedule
 /// call. The day fields are proved by [`first_matching_date`]; these are not.
 fn check_time_fields(fields: &[String], cron: &Cron) -> Result<(), ScheduleError> {
     let p = &cron.pattern;
-    let checks: [(usize, u32, &dyn Fn(u32) -> bool); 3] = [
-        (0, 59, &|v| p.second_match(v).unwrap_or(false)),
-        (1, 59, &|v| p.minute_match(v).unwrap_or(false)),
-        (2, 23, &|v| p.hour_match(v).unwrap_or(false)),
-    ];
-    for (i, max, matches) in checks {
-        if !(0..=max).any(matches) {
+    let matches = |i: usize, v: u32| match i {
+        0 => p.second_match(v),
+        1 => p.minute_match(v),
+        _ => p.hour_match(v),
+    };
+    for (i, max) in [(0, 59), (1, 59), (2, 23)] {
+        if !(0..=max).any(|v| matches(i, v).unwrap_or(false)) {
             return Err(invalid(format!(
                 "{} field {:?} matches no {} (0-{max})",
                 FIELD_NAMES[i], fields[i], FIELD_NAMES[i]
