@@ -10,6 +10,8 @@ pub mod config;
 pub mod domain;
 pub mod evaluator;
 pub mod explain;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod ingest;
 pub mod lease;

@@ -169,6 +169,7 @@ impl CronSchedule {
             .parse(&croner_fields.join(" "))
             .map_err(|e| blame_field(&croner_fields, &e))?;
 
+        check_time_fields(&fields, &cron)?;
         if first_matching_date(&cron).is_none() {
             return Err(invalid(never_matches_reason(&fields, &cron, needs_and)));
         }
@@ -337,6 +338,27 @@ fn blame_field(fields: &[String], whole: &croner::errors::CronError) -> Schedule
         }
     }
     invalid(whole.to_string())
+}
+
+/// croner skips empty list items, so a field such as `,` parses yet matches no
+/// value; the search would then walk day by day to croner's year 5000 on every
+/// call. The day fields are proved by [`first_matching_date`]; these are not.
+fn check_time_fields(fields: &[String], cron: &Cron) -> Result<(), ScheduleError> {
+    let p = &cron.pattern;
+    let matches = |i: usize, v: u32| match i {
+        0 => p.second_match(v),
+        1 => p.minute_match(v),
+        _ => p.hour_match(v),
+    };
+    for (i, max) in [(0, 59), (1, 59), (2, 23)] {
+        if !(0..=max).any(|v| matches(i, v).unwrap_or(false)) {
+            return Err(invalid(format!(
+                "{} field {:?} matches no {} (0-{max})",
+                FIELD_NAMES[i], fields[i], FIELD_NAMES[i]
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn cron_weekday(date: NaiveDate) -> croner::Weekday {
@@ -710,6 +732,33 @@ mod tests {
         let err = CronSchedule::parse("0 0 * * *", "Mars/Base").unwrap_err();
         assert_eq!(err.to_string(), "unknown time zone \"Mars/Base\"");
         assert_eq!(err, ScheduleError::UnknownTimeZone("Mars/Base".into()));
+    }
+
+    /// croner skips empty list items, so these parsed and then searched to the
+    /// year 5000 on every call (found by the cron fuzz target).
+    #[test]
+    fn rejects_time_fields_that_match_nothing_naming_the_field() {
+        let cases = [
+            ("0 , * * *", "hour field \",\" matches no hour"),
+            (",, 0 * * *", "minute field \",,\" matches no minute"),
+            ("0 , 0 * * *", "minute field \",\" matches no minute"),
+            (", 0 0 * * *", "second field \",\" matches no second"),
+            ("*/15 , * * *", "hour field \",\" matches no hour"),
+        ];
+        for (expr, want) in cases {
+            for tz in ["UTC", "America/New_York"] {
+                let text = CronSchedule::parse(expr, tz).unwrap_err().to_string();
+                assert!(
+                    text.starts_with("invalid cron expression: ") && text.contains(want),
+                    "{expr:?} in {tz}: {text}"
+                );
+            }
+        }
+        // A list with an empty item beside a real one still works.
+        assert_eq!(
+            fires("0 ,3 * * *", "UTC", "2025-01-01T00:00:00Z", 1),
+            ["2025-01-01T03:00:00Z"]
+        );
     }
 
     #[test]

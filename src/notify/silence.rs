@@ -136,7 +136,20 @@ impl Silence {
                 }
             },
             (None, Some(d)) => match crate::config::parse_duration(d) {
-                Ok(d) => starts_at.map(|s| s.saturating_add(d.as_millis() as i64)),
+                // A cast would wrap a duration of more than 2^63 ms into an
+                // arbitrary end, even one before the start.
+                Ok(len) => starts_at.and_then(|s| {
+                    let end = i64::try_from(len.as_millis())
+                        .ok()
+                        .and_then(|ms| s.checked_add(ms))
+                        .filter(|end| DateTime::<Utc>::from_timestamp_millis(*end).is_some());
+                    if end.is_none() {
+                        errors.push(format!(
+                            "duration: {d:?} ends past the last instant a date can name"
+                        ));
+                    }
+                    end
+                }),
                 Err(e) => {
                     errors.push(format!("duration: {e}"));
                     None
@@ -212,6 +225,36 @@ mod tests {
         assert_eq!(s.state(s.starts_at - 1), "pending");
         assert_eq!(s.state(s.starts_at), "active");
         assert_eq!(s.state(s.ends_at), "expired");
+    }
+
+    /// Found by the duration fuzz target: the length was cast to i64, so
+    /// 494751513542 years wrapped to an end in the year 228 million.
+    #[test]
+    fn a_duration_past_the_end_of_time_is_refused_not_wrapped() {
+        for huge in ["494751513542y", "9999999y", "300000y"] {
+            let e = Silence::from_input(
+                input(&["team=\"data\""], None, Some(huge)),
+                "s".into(),
+                SilenceSource::Api,
+                1_735_689_600_000,
+            )
+            .unwrap_err();
+            assert_eq!(
+                e,
+                vec![format!(
+                    "duration: {huge:?} ends past the last instant a date can name"
+                )]
+            );
+        }
+        let s = Silence::from_input(
+            input(&["team=\"data\""], None, Some("1000y")),
+            "s".into(),
+            SilenceSource::Api,
+            0,
+        )
+        .unwrap();
+        let len = crate::config::parse_duration("1000y").unwrap().as_millis();
+        assert_eq!(i128::from(s.ends_at - s.starts_at), len as i128);
     }
 
     #[test]
