@@ -511,6 +511,7 @@ async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) 
     router(AppState {
         store,
         ingest,
+        limits: Arc::new(crate::http::rate_limit::PingLimits::new(&config.rate_limit)),
         config,
         evaluator: evaluator_handle,
         observed,
