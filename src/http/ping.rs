@@ -2,7 +2,7 @@
 //! `/ping/{uuid}[/start|/fail|/log|/{exit}]` and `/ping/{ping_key}/{slug}[/…]`.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path, RawQuery, State};
@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
 use super::auth::client_ip;
-use super::rate_limit::retry_after_secs;
+use super::rate_limit::{retry_after_secs, KeyedLimiter};
 use super::AppState;
 use crate::domain::check::CheckSpec;
 use crate::domain::ping::PingKind;
@@ -65,18 +65,14 @@ pub async fn ping(
     let limit = state.config.ping_body_limit;
     let client = client_ip(peer, &headers, &state.config.trusted_proxies);
     // Before anything else: unknown URLs from one address count too.
-    if let Some(l) = &state.limits.per_address {
-        if let Err(wait) = l.check(client, Instant::now()) {
-            state.metrics.ping_rejected(Rejected::RateLimitAddress);
-            return too_many(
-                wait,
-                format!(
-                    "rate limit exceeded: more than {} pings from this address ([rate_limit] per_address)",
-                    l.rate()
-                ),
-                limit,
-            );
-        }
+    if let Some(r) = over_limit(
+        &state,
+        state.limits.per_address.as_ref(),
+        client,
+        Rejected::RateLimitAddress,
+        "from this address ([rate_limit] per_address)",
+    ) {
+        return r;
     }
     let (target, action) =
         match parse_path(&path, state.config.ping_key.as_ref().map(|k| k.expose())) {
@@ -114,18 +110,14 @@ pub async fn ping(
         }
     };
 
-    if let Some(l) = &state.limits.per_check {
-        if let Err(wait) = l.check(check.id, Instant::now()) {
-            state.metrics.ping_rejected(Rejected::RateLimitCheck);
-            return too_many(
-                wait,
-                format!(
-                    "rate limit exceeded: more than {} pings to this check ([rate_limit] per_check)",
-                    l.rate()
-                ),
-                limit,
-            );
-        }
+    if let Some(r) = over_limit(
+        &state,
+        state.limits.per_check.as_ref(),
+        check.id,
+        Rejected::RateLimitCheck,
+        "to this check ([rate_limit] per_check)",
+    ) {
+        return r;
     }
     // A body cut off (stalled past the read timeout, or a broken chunked
     // encoding) is not a ping: storing it would acknowledge a request the
@@ -357,15 +349,33 @@ fn reject(metrics: &Metrics, r: Rejection, limit: usize) -> Response {
     }
 }
 
-/// 429 with `Retry-After` in whole seconds (at least 1) and which limit it was.
-fn too_many(wait: Duration, why: String, limit: usize) -> Response {
-    let mut response = respond(StatusCode::TOO_MANY_REQUESTS, "", limit);
-    *response.body_mut() = Body::from(why);
+/// Takes a token from `limiter` (if that limit is set) for `key`; over it,
+/// the 429 to answer, with `Retry-After` in whole seconds (at least 1) and
+/// which limit it was.
+fn over_limit<K: std::hash::Hash + Eq>(
+    state: &AppState,
+    limiter: Option<&KeyedLimiter<K>>,
+    key: K,
+    reason: Rejected,
+    which: &str,
+) -> Option<Response> {
+    let l = limiter?;
+    let wait = l.check(key, Instant::now()).err()?;
+    state.metrics.ping_rejected(reason);
+    let mut response = respond(
+        StatusCode::TOO_MANY_REQUESTS,
+        "",
+        state.config.ping_body_limit,
+    );
+    *response.body_mut() = Body::from(format!(
+        "rate limit exceeded: more than {} pings {which}",
+        l.rate()
+    ));
     response.headers_mut().insert(
         header::RETRY_AFTER,
         HeaderValue::from(retry_after_secs(wait)),
     );
-    response
+    Some(response)
 }
 
 fn unavailable(metrics: &Metrics, limit: usize) -> Response {

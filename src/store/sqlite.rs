@@ -658,8 +658,6 @@ fn by_check(pending: Vec<InboxPing>) -> HashMap<i64, Vec<InboxPing>> {
     out
 }
 
-impl SqliteStore {}
-
 /// How often the pings folded in memory are written out. A round writes them
 /// sorted by check, so each page of the ping log's index and of the summaries
 /// is written about once per round instead of once per fold (PERF-NOTES.md:
