@@ -70,6 +70,18 @@ async fn fold_and_write_one_chunk(store: &Arc<dyn Store>) {
     }
 }
 
+/// Two checks, "big" with 2,500 pings (more than one chunk holds, so its
+/// rows span chunks) and "small" with 10, folded, with a round started and
+/// only its first chunk written.
+async fn half_written_round(store: &Arc<dyn Store>) -> (Check, Check) {
+    let big = create(store, "big").await;
+    let small = create(store, "small").await;
+    append(store, big.id, 2_500).await;
+    append(store, small.id, 10).await;
+    fold_and_write_one_chunk(store).await;
+    (big, small)
+}
+
 /// Folds until the inbox is empty and every round is written.
 async fn fold_all(store: &Arc<dyn Store>) {
     loop {
@@ -99,12 +111,7 @@ async fn assert_pings(store: &Arc<dyn Store>, check: &Check, n: i64) {
 async fn reads_see_every_ping_while_a_round_is_half_written() {
     let db = TestDb::new(Backend::Sqlite).await;
     let store = open(&db).await;
-    // More pings than one chunk holds, so the first check's rows span chunks.
-    let big = create(&store, "big").await;
-    let small = create(&store, "small").await;
-    append(&store, big.id, 2_500).await;
-    append(&store, small.id, 10).await;
-    fold_and_write_one_chunk(&store).await;
+    let (big, small) = half_written_round(&store).await;
     assert_pings(&store, &big, 2_500).await;
     assert_pings(&store, &small, 10).await;
     fold_all(&store).await;
@@ -116,11 +123,7 @@ async fn reads_see_every_ping_while_a_round_is_half_written() {
 async fn a_restart_in_the_middle_of_a_round_refolds_only_what_was_not_written() {
     let db = TestDb::new(Backend::Sqlite).await;
     let store = open(&db).await;
-    let big = create(&store, "big").await;
-    let small = create(&store, "small").await;
-    append(&store, big.id, 2_500).await;
-    append(&store, small.id, 10).await;
-    fold_and_write_one_chunk(&store).await;
+    let (big, small) = half_written_round(&store).await;
     // As after kill -9: what the round had not written is gone from memory.
     drop(store);
 
@@ -142,11 +145,7 @@ async fn a_restart_in_the_middle_of_a_round_refolds_only_what_was_not_written() 
 async fn a_check_deleted_in_the_middle_of_a_round_does_not_stop_it() {
     let db = TestDb::new(Backend::Sqlite).await;
     let store = open(&db).await;
-    let big = create(&store, "big").await;
-    let small = create(&store, "small").await;
-    append(&store, big.id, 2_500).await;
-    append(&store, small.id, 10).await;
-    fold_and_write_one_chunk(&store).await;
+    let (big, small) = half_written_round(&store).await;
     store.delete_check(big.id).await.unwrap();
     fold_all(&store).await;
     assert_pings(&store, &small, 10).await;
