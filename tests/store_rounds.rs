@@ -1,4 +1,5 @@
-//! SQLite folds pings in memory and writes them in rounds sorted by check
+//! SQLite folds pings in memory as they are appended to the log, and writes
+//! the summaries and the ping index in rounds sorted by check
 //! (src/store/sqlite.rs): reads, restarts and deletes in the middle of a
 //! round must see every ping exactly once.
 
@@ -130,14 +131,20 @@ async fn a_restart_in_the_middle_of_a_round_refolds_only_what_was_not_written() 
     let store = open(&db).await;
     assert_pings(&store, &big, 2_500).await;
     assert_pings(&store, &small, 10).await;
+    // The writer starts from every ping: new ones are numbered after them.
+    store
+        .append_pings(&[ping(big.id, 9_000, 2_501)])
+        .await
+        .unwrap();
+    assert_pings(&store, &big, 2_501).await;
     fold_all(&store).await;
-    assert_pings(&store, &big, 2_500).await;
+    assert_pings(&store, &big, 2_501).await;
     assert_pings(&store, &small, 10).await;
     // And once more after a clean round: nothing is folded twice.
     drop(store);
     let store = open(&db).await;
     fold_all(&store).await;
-    assert_pings(&store, &big, 2_500).await;
+    assert_pings(&store, &big, 2_501).await;
     assert_pings(&store, &small, 10).await;
 }
 
@@ -179,4 +186,73 @@ async fn an_update_keeps_pings_folded_but_not_yet_written() {
     let store = open(&db).await;
     fold_all(&store).await;
     assert_pings(&store, &check, 4).await;
+}
+
+/// How many rows of the SQLite database `sql` counts.
+async fn count(db: &TestDb, sql: &str) -> i64 {
+    use sqlx::Connection;
+    let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    let (n,): (i64,) = sqlx::query_as(sql).fetch_one(&mut c).await.unwrap();
+    n
+}
+
+#[tokio::test]
+async fn deleting_a_check_deletes_its_log_rows_indexed_or_not() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = open(&db).await;
+    // "big" has rows in the ping index (first chunk) and rows past it.
+    let (big, small) = half_written_round(&store).await;
+    assert!(
+        count(
+            &db,
+            &format!(
+                "SELECT COUNT(*) FROM ping_index WHERE check_id = {}",
+                big.id
+            )
+        )
+        .await
+            > 0
+    );
+    store.delete_check(big.id).await.unwrap();
+    let left = format!("SELECT COUNT(*) FROM pings WHERE check_id = {}", big.id);
+    assert_eq!(count(&db, &left).await, 0);
+    fold_all(&store).await;
+    assert_eq!(count(&db, &left).await, 0);
+    assert_pings(&store, &small, 10).await;
+}
+
+#[tokio::test]
+async fn inbox_rows_left_by_an_older_version_are_moved_into_the_log() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = open(&db).await;
+    let check = create(&store, "upgraded").await;
+    append(&store, check.id, 2).await;
+    fold_all(&store).await;
+    drop(store);
+    // As an older version left them: accepted, not yet folded. The inbox
+    // kept counting from where the log was.
+    db.sql(&format!(
+        "INSERT INTO ping_inbox (id, check_id, at, kind, items, method, scheme) VALUES \
+         (1000, {id}, 2001, 'success', 3, 'GET', 'http'), \
+         (1001, {id}, 2002, 'success', 4, 'GET', 'http'), \
+         (1002, {id}, 2003, 'success', 5, 'GET', 'http');",
+        id = check.id
+    ))
+    .await;
+    let store = open(&db).await;
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM ping_inbox").await, 0);
+    assert_pings(&store, &check, 5).await;
+    // New pings come after them.
+    store
+        .append_pings(&[ping(check.id, 3_000, 6)])
+        .await
+        .unwrap();
+    assert_pings(&store, &check, 6).await;
+    assert_eq!(
+        count(&db, "SELECT MIN(id) FROM pings WHERE n = 6").await,
+        1003
+    );
+    drop(store);
+    let store = open(&db).await;
+    assert_pings(&store, &check, 6).await;
 }

@@ -615,12 +615,15 @@ pub trait Store:
     async fn check_ref_by_slug(&self, slug: &str) -> Result<Option<CheckRef>, StoreError>;
     /// Every routing entry, to warm the ping path's cache at start-up.
     async fn all_check_refs(&self) -> Result<Vec<CheckRef>, StoreError>;
-    /// Appends a batch of pings to the inbox in one statement: committed
-    /// together or not at all. The ping path's only write.
+    /// Appends a batch of pings in one statement: committed together or not
+    /// at all. The ping path's only write. PostgreSQL appends to the inbox;
+    /// SQLite folds the batch in memory and appends it to the ping log.
     async fn append_pings(&self, pings: &[NewPing]) -> Result<(), StoreError>;
     /// Folds up to `limit` inbox rows, oldest first, into the ping log, the
     /// summaries and the runs, in one transaction. On PostgreSQL only one
-    /// replica folds at a time; the others get an empty result.
+    /// replica folds at a time; the others get an empty result. On SQLite
+    /// appends fold at once: this reports what they touched and writes a
+    /// chunk of the current round.
     async fn fold(&self, limit: usize) -> Result<Folded, StoreError>;
     /// Writes whatever a fold keeps in memory (on shutdown). The inbox is
     /// durable, so skipping this loses nothing; it only saves work at the

@@ -1,12 +1,15 @@
 //! The embedded SQLite store (WAL).
 //!
 //! Only one process uses a database file, so the ping writer keeps every
-//! touched check's summary in memory and writes each batch of pings, with the
-//! summaries and runs it changed, as ONE statement string that contains its own
-//! `BEGIN IMMEDIATE … COMMIT`: sqlx's SQLite driver costs ~60–100 µs per call,
-//! far more than SQLite itself (see PERF-NOTES.md).
+//! touched check's summary in memory, numbers and folds each batch of pings
+//! there, and appends the batch to the ping log (`pings`, insertion-ordered,
+//! no index by check) in ONE INSERT: sqlx's SQLite driver costs ~60–100 µs per
+//! call, far more than SQLite itself, and every page a ping dirties counts
+//! (see PERF-NOTES.md). Once a second a round writes the summaries, the runs
+//! and the per-check ping index, sorted by check; readers apply the log's
+//! tail past the last round, and a restart folds it again.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -23,9 +26,10 @@ use uuid::Uuid;
 use super::{
     apply_pending, apply_pending_runs, bind_check_values, check_ref, insert_check_sql, merge_runs,
     plan_fold, Check, CheckRef, CheckRow, CheckSource, CheckValues, EvalCheck, EvalRow,
-    EventRecord, FlipRecord, Folded, InboxPing, InboxRow, IncidentRecord, NewPing, PingRecord,
-    RunRecord, Store, StoreError, Touched, Transition, TransitionRows, WriterCheck, WriterRow,
-    CHECK_COLUMNS, EVAL_COLUMNS, INBOX_COLUMNS, OVERLAP_EVENT, QUIET_EVENT, WRITER_COLUMNS,
+    EventRecord, FlipRecord, FoldPlan, Folded, InboxPing, InboxRow, IncidentRecord, NewPing,
+    PingRecord, RunRecord, Store, StoreError, Touched, Transition, TransitionRows, WriterCheck,
+    WriterRow, CHECK_COLUMNS, EVAL_COLUMNS, INBOX_COLUMNS, OVERLAP_EVENT, QUIET_EVENT,
+    WRITER_COLUMNS,
 };
 use crate::config;
 use crate::domain::check::CheckSpec;
@@ -42,16 +46,20 @@ struct Writer {
     conn: SqliteConnection,
     checks: HashMap<i64, Cached>,
     next_run_id: Option<i64>,
-    /// The inbox's rows, kept in memory once the inbox was seen empty, so a
-    /// fold need not read back what this process just wrote (no other
-    /// process writes this database). `None` until then.
-    queue: Option<VecDeque<InboxPing>>,
-    /// The last inbox id folded into `checks`.
-    absorbed_through: i64,
-    /// Every inbox row up to this id is written and deleted.
-    deleted_through: i64,
+    /// The id the next appended ping gets (one writer: ids are assigned here,
+    /// so a batch's pings are folded before their INSERT is sent).
+    next_ping_id: i64,
+    /// The last ping id appended (or replayed at start-up).
+    appended_through: i64,
+    /// `ping_rounds.through`: every ping up to here is in the ping index and
+    /// in its check's written summary.
+    written_through: i64,
+    /// Checks whose summary changed since the last fold call, for the
+    /// evaluator, and how many pings were appended meanwhile.
+    touched: BTreeSet<i64>,
+    appended: usize,
     /// Folded since the last round, by check: sorted, so a round writes
-    /// the pages of the ping log's index and of the summaries in order.
+    /// the pages of the ping index and of the summaries in order.
     dirty: BTreeMap<i64, Dirty>,
     dirty_pings: usize,
     /// The round being written, one chunk per fold call.
@@ -86,20 +94,27 @@ impl SqliteStore {
         let conn = SqliteConnection::connect_with(&options)
             .await
             .context("cannot open the SQLite writer connection")?;
+        let mut writer = Writer {
+            conn,
+            checks: HashMap::new(),
+            next_run_id: None,
+            next_ping_id: 1,
+            appended_through: 0,
+            written_through: 0,
+            touched: BTreeSet::new(),
+            appended: 0,
+            dirty: BTreeMap::new(),
+            dirty_pings: 0,
+            round: VecDeque::new(),
+            round_started: Instant::now(),
+        };
+        writer
+            .catch_up()
+            .await
+            .context("cannot bring the ping summaries up to date")?;
         Ok(SqliteStore {
             pool,
-            writer: Mutex::new(Writer {
-                conn,
-                checks: HashMap::new(),
-                next_run_id: None,
-                queue: None,
-                absorbed_through: 0,
-                deleted_through: 0,
-                dirty: BTreeMap::new(),
-                dirty_pings: 0,
-                round: VecDeque::new(),
-                round_started: Instant::now(),
-            }),
+            writer: Mutex::new(writer),
         })
     }
 }
@@ -145,7 +160,7 @@ impl Store for SqliteStore {
             "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
              WHERE c.uuid = ?"
         );
-        // One snapshot for the summary and the inbox, so a fold committing
+        // One snapshot for the summary and the log's tail, so a round committing
         // in between can neither hide nor double-count a ping.
         let mut tx = self.read_snapshot().await?;
         let row: CheckRow = sqlx::query_as(&sql)
@@ -208,38 +223,23 @@ impl Store for SqliteStore {
         if pings.is_empty() {
             return Ok(());
         }
-        let mut sql = String::with_capacity(160 + pings.len() * 120);
-        sql.push_str(
-            "INSERT INTO ping_inbox (check_id, at, kind, exit_status, items, rid, method, \
-             remote_addr, user_agent, scheme, body) VALUES ",
-        );
-        for (i, p) in pings.iter().enumerate() {
-            if i > 0 {
-                sql.push(',');
-            }
-            let _ = write!(sql, "({},{},'{}',", p.check_id, p.at, p.kind.as_str());
-            ping_facts(&mut sql, p);
-            sql.push(')');
-        }
-        // One INSERT is its own transaction: all of the batch or none of it.
         let mut w = self.writer.lock().await;
-        let done = sqlx::Executor::execute(&mut w.conn, sqlx::raw_sql(&sql))
-            .await
-            .map_err(|e| StoreError::Other(anyhow::Error::new(e).context("cannot append pings")))?;
-        if let Some(queue) = &mut w.queue {
-            // One writer and AUTOINCREMENT: the rows got consecutive ids
-            // ending at the last one inserted.
-            let first = done.last_insert_rowid() - pings.len() as i64 + 1;
-            queue.extend(pings.iter().enumerate().map(|(i, p)| InboxPing {
+        let first = w.next_ping_id;
+        let batch: Vec<InboxPing> = pings
+            .iter()
+            .enumerate()
+            .map(|(i, p)| InboxPing {
                 id: first + i as i64,
                 ping: p.clone(),
-            }));
-        }
-        Ok(())
+            })
+            .collect();
+        w.append(&batch, false).await
     }
 
-    async fn fold(&self, limit: usize) -> Result<Folded, StoreError> {
-        self.writer.lock().await.fold(limit).await
+    async fn fold(&self, _limit: usize) -> Result<Folded, StoreError> {
+        // Pings are folded as they are appended; this hands their changes to
+        // the evaluator and writes the next chunk of a round.
+        self.writer.lock().await.fold().await
     }
 
     async fn flush_folds(&self) -> Result<(), StoreError> {
@@ -513,7 +513,8 @@ impl Store for SqliteStore {
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<PingRecord>, StoreError> {
-        // Pings still in the inbox first (newest), then the folded log.
+        // Pings the summary does not hold yet first (newest), then the
+        // ones the ping index leads to.
         let mut tx = self.read_snapshot().await?;
         let mut check = folded_check_on(&mut tx, check_id).await?;
         let pending = pending_on(&mut tx, Some(check_id)).await?;
@@ -523,10 +524,11 @@ impl Store for SqliteStore {
         out.retain(|p| p.n < before);
         out.truncate(limit as usize);
         let rows: Vec<super::PingRow> = sqlx::query_as(
-            "SELECT id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, \
-             scheme, body, duration_ms FROM pings WHERE check_id = ?1 AND n < ?2 \
-             AND id <= (SELECT folded_through FROM check_state WHERE check_id = ?1) \
-             ORDER BY id DESC LIMIT ?3",
+            "SELECT p.id, p.n, p.at, p.kind, p.exit_status, p.items, p.rid, p.method, \
+             p.remote_addr, p.user_agent, p.scheme, p.body, p.duration_ms \
+             FROM ping_index i JOIN pings p ON p.id = i.id WHERE i.check_id = ?1 AND p.n < ?2 \
+             AND i.id <= (SELECT folded_through FROM check_state WHERE check_id = ?1) \
+             ORDER BY i.id DESC LIMIT ?3",
         )
         .bind(check_id)
         .bind(before)
@@ -561,10 +563,20 @@ impl Store for SqliteStore {
     }
     async fn delete_check(&self, check_id: i64) -> Result<(), StoreError> {
         let mut w = self.writer.lock().await;
+        // The log has no foreign key (a cascade would scan it): its rows
+        // go first, found through the index and in the tail.
+        let mut tx = self.pool.begin().await?;
+        for sql in [
+            "DELETE FROM pings WHERE id IN (SELECT id FROM ping_index WHERE check_id = ?)",
+            "DELETE FROM pings WHERE id > (SELECT through FROM ping_rounds) AND check_id = ?",
+        ] {
+            sqlx::query(sql).bind(check_id).execute(&mut *tx).await?;
+        }
         let done = sqlx::query("DELETE FROM checks WHERE id = ?")
             .bind(check_id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
         w.forget(check_id);
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
@@ -605,7 +617,7 @@ impl SqliteStore {
     }
 }
 
-/// A check as folded so far, without its pings still in the inbox.
+/// A check as its written summary has it, without the pings after it.
 async fn folded_check_on(conn: &mut SqliteConnection, id: i64) -> Result<Check, StoreError> {
     let sql = format!(
         "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
@@ -615,7 +627,7 @@ async fn folded_check_on(conn: &mut SqliteConnection, id: i64) -> Result<Check, 
     Ok(row.into_check()?)
 }
 
-/// Pings still in the inbox, of one check or of all, oldest first.
+/// Pings not yet in the written summary, of one check or of all, oldest first.
 async fn pending_on(
     conn: &mut SqliteConnection,
     check_id: Option<i64>,
@@ -626,19 +638,20 @@ async fn pending_on(
     }
 }
 
-/// Pings still in the inbox of the checks with `after < id <= through`,
-/// oldest first. Only rows past each check's `folded_through`: earlier ones
-/// are in its summary and the ping log already (written by a round that has
-/// not yet deleted them).
+/// Pings of the checks with `after < id <= through` that their written
+/// summaries do not hold yet, oldest first: the log's tail since the last
+/// complete round, past each check's `folded_through` (a round that is half
+/// written has written some checks' summaries already).
 async fn pending_between(
     conn: &mut SqliteConnection,
     after: i64,
     through: i64,
 ) -> Result<Vec<InboxPing>, StoreError> {
     let sql = format!(
-        "SELECT {INBOX_COLUMNS} FROM ping_inbox i WHERE i.check_id > ?1 AND i.check_id <= ?2 \
-         AND i.id > COALESCE((SELECT s.folded_through FROM check_state s \
-         WHERE s.check_id = i.check_id), 0) ORDER BY i.id"
+        "SELECT {INBOX_COLUMNS} FROM pings p WHERE p.id > (SELECT through FROM ping_rounds) \
+         AND p.check_id > ?1 AND p.check_id <= ?2 \
+         AND p.id > COALESCE((SELECT s.folded_through FROM check_state s \
+         WHERE s.check_id = p.check_id), 0) ORDER BY p.id"
     );
     let rows: Vec<InboxRow> = sqlx::query_as(&sql)
         .bind(after)
@@ -665,23 +678,19 @@ fn by_check(pending: Vec<InboxPing>) -> HashMap<i64, Vec<InboxPing>> {
 const ROUND_EVERY: Duration = Duration::from_millis(1_000);
 /// A round starts early once this many folded pings wait for it.
 const ROUND_MAX_PINGS: usize = 50_000;
-/// Ping rows per chunk of a round. Each chunk is one short transaction, so
-/// appends wait behind it only briefly (bench/ping.sh, 10,000 checks: 2,000
-/// rows gave a p99 of 53 ms, 500 rows 26 ms, at the same throughput).
+
+/// Ping-index entries per chunk of a round (and at most as many summaries).
+/// Each chunk is one short transaction (1–1.5 ms with pings spread over
+/// 10,000 checks), so appends wait behind it only briefly.
 const CHUNK_PINGS: usize = 500;
+/// Rows read at a time when start-up replays the log's tail.
+const REPLAY_PAGE: i64 = 5_000;
 
-/// A folded ping, waiting for its round.
-struct Unwritten {
-    ping: InboxPing,
-    n: i64,
-    kind: PingKind,
-    duration_ms: Option<i64>,
-}
-
-/// What folds changed in one check since its last round.
+/// What appends changed in one check since its last round.
 #[derive(Default)]
 struct Dirty {
-    pings: Vec<Unwritten>,
+    /// Ids of its pings not yet in the ping index.
+    pings: Vec<i64>,
     runs: Vec<RunChange>,
     overlaps: Vec<(UnixMs, String)>,
     resumed: bool,
@@ -697,53 +706,72 @@ struct Final {
     resumed: bool,
 }
 
-/// One transaction of a round. A check's ping rows may span chunks; its
-/// summary goes with the last of them, and readers see the ping log only up
-/// to `folded_through`, so a check is never seen half-written.
+/// Whether pings being folded are in the log already.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Written {
+    No,
+    Already,
+}
+
+/// Pings folded into copies of their checks' summaries, and what else they
+/// changed; see [`Writer::absorb`].
+struct Absorbed {
+    /// The pings not yet in their summaries, in order.
+    fresh: Vec<InboxPing>,
+    /// The ones folded (pings of deleted checks are not).
+    pings: Vec<AbsorbedPing>,
+    runs: Vec<(i64, RunChange)>,
+    resumed: Vec<i64>,
+    touched: Vec<i64>,
+    overlaps: Vec<(i64, UnixMs, String)>,
+    states: HashMap<i64, Cached>,
+    next_run_id: i64,
+}
+
+/// What a folded ping is recorded as.
+struct AbsorbedPing {
+    /// Its index in [`Absorbed::fresh`].
+    at: usize,
+    n: i64,
+    kind: PingKind,
+    duration_ms: Option<i64>,
+}
+
+/// One transaction of a round. A check's index entries may span chunks; its
+/// summary goes with the last of them, and readers use the index only up to
+/// `folded_through`, so a check is never seen half-written.
 #[derive(Default)]
 struct Chunk {
-    pings: Vec<Unwritten>,
+    /// Ping-index entries: check id, ping id.
+    pings: Vec<(i64, i64)>,
     finals: Vec<Final>,
-    /// On the round's last chunk: every inbox row up to here is written.
-    delete_through: Option<i64>,
+    /// On the round's last chunk: the new `ping_rounds.through`.
+    through: Option<i64>,
 }
 
 impl Writer {
-    /// Folds up to `limit` inbox rows into the summaries in memory, then
+    /// Hands the evaluator what appends changed since the last call, then
     /// writes one chunk of the round under way (starting a round when one is
     /// due); see [`Store::fold`].
-    async fn fold(&mut self, limit: usize) -> Result<Folded, StoreError> {
-        let (pings, more_inbox) = self.take_inbox(limit).await?;
-        let folded = pings.len();
-        let touched = match self.absorb(&pings).await {
-            Ok(touched) => touched,
-            Err(e) => {
-                if let Some(queue) = &mut self.queue {
-                    // Not folded: they stay first in line.
-                    for p in pings.into_iter().rev() {
-                        queue.push_front(p);
-                    }
-                }
-                return Err(e);
-            }
-        };
-        if self.queue.is_none() && !more_inbox {
-            // Caught up with the inbox on disk: from now on this writer's
-            // own appends are all there is.
-            self.queue = Some(VecDeque::new());
-        }
-        if let Some(last) = pings.last() {
-            // Every row taken is folded, skipped ones included.
-            self.absorbed_through = self.absorbed_through.max(last.id);
-        }
+    async fn fold(&mut self) -> Result<Folded, StoreError> {
+        let touched = std::mem::take(&mut self.touched)
+            .into_iter()
+            .filter_map(|id| {
+                self.checks.get(&id).map(|c| Touched {
+                    check_id: id,
+                    summary: c.summary.clone(),
+                    paused: c.paused,
+                })
+            })
+            .collect();
         if self.round.is_empty() && self.round_due() {
             self.start_round();
         }
         self.write_next_chunk().await?;
         Ok(Folded {
-            pings: folded,
+            pings: std::mem::take(&mut self.appended),
             touched,
-            more: more_inbox,
+            more: false,
             writing: !self.round.is_empty(),
         })
     }
@@ -759,36 +787,112 @@ impl Writer {
         Ok(())
     }
 
-    /// The next inbox rows to fold: from memory once caught up, else from
-    /// the table (after a restart, or before the first fold).
-    async fn take_inbox(&mut self, limit: usize) -> Result<(Vec<InboxPing>, bool), StoreError> {
-        if let Some(queue) = &mut self.queue {
-            let n = queue.len().min(limit);
-            let taken: Vec<InboxPing> = queue.drain(..n).collect();
-            return Ok((taken, !queue.is_empty()));
+    /// At start-up: folds the pings appended after the last complete round
+    /// into the summaries in memory (they are durable in `pings`; their
+    /// summaries were not written), then moves in the inbox rows an older
+    /// version may have left, and writes all of it as one round.
+    async fn catch_up(&mut self) -> Result<(), StoreError> {
+        let (through, last_ping, last_inbox): (i64, i64, i64) = sqlx::query_as(
+            "SELECT (SELECT through FROM ping_rounds), \
+             (SELECT COALESCE(MAX(id), 0) FROM pings), \
+             (SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'ping_inbox')",
+        )
+        .fetch_one(&mut self.conn)
+        .await?;
+        self.written_through = through;
+        self.appended_through = through;
+        // Never an id at or below `through`: readers would not see it.
+        self.next_ping_id = last_ping.max(last_inbox).max(through) + 1;
+        let mut after = through;
+        loop {
+            let sql = format!(
+                "SELECT {INBOX_COLUMNS} FROM pings WHERE id > {after} ORDER BY id LIMIT {REPLAY_PAGE}"
+            );
+            let rows: Vec<InboxRow> = sqlx::query_as(&sql).fetch_all(&mut self.conn).await?;
+            let tail: Vec<InboxPing> = rows.into_iter().map(InboxRow::into_ping).collect();
+            let Some(last) = tail.last().map(|p| p.id) else {
+                break;
+            };
+            self.absorb(&tail, Written::Already).await?;
+            after = last;
         }
-        let sql = format!(
-            "SELECT {INBOX_COLUMNS} FROM ping_inbox WHERE id > {} ORDER BY id LIMIT {}",
-            self.absorbed_through,
-            limit + 1
-        );
-        let rows: Vec<InboxRow> = sqlx::query_as(&sql).fetch_all(&mut self.conn).await?;
-        let more = rows.len() > limit;
-        let pings = rows
-            .into_iter()
-            .take(limit)
-            .map(InboxRow::into_ping)
-            .collect();
-        Ok((pings, more))
+        loop {
+            let sql =
+                format!("SELECT {INBOX_COLUMNS} FROM ping_inbox ORDER BY id LIMIT {REPLAY_PAGE}");
+            let rows: Vec<InboxRow> = sqlx::query_as(&sql).fetch_all(&mut self.conn).await?;
+            if rows.is_empty() {
+                break;
+            }
+            let inbox: Vec<InboxPing> = rows.into_iter().map(InboxRow::into_ping).collect();
+            self.append(&inbox, true).await?;
+        }
+        self.flush().await
     }
 
-    /// Applies pings to the summaries in memory and marks what they changed
-    /// for the next round. Pings a check's summary already holds (written
-    /// before a restart) are skipped.
-    async fn absorb(&mut self, pings: &[InboxPing]) -> Result<Vec<Touched>, StoreError> {
-        if pings.is_empty() {
-            return Ok(Vec::new());
+    /// Folds a batch of pings (ids assigned) into the summaries and appends
+    /// them to the log in one INSERT: all or none. The summaries in memory
+    /// change only once it committed. `from_inbox`: the batch is inbox rows
+    /// of an older version, deleted in the same transaction.
+    async fn append(&mut self, batch: &[InboxPing], from_inbox: bool) -> Result<(), StoreError> {
+        let Some(last) = batch.last().map(|p| p.id) else {
+            return Ok(());
+        };
+        let mut plan = self.absorb(batch, Written::No).await?;
+        let mut sql = String::with_capacity(200 + batch.len() * 160);
+        if from_inbox {
+            sql.push_str("BEGIN IMMEDIATE;\n");
         }
+        if !plan.pings.is_empty() {
+            // OR REPLACE only matters for inbox rows of an older version:
+            // its round may have copied some of them already.
+            sql.push_str(
+                "INSERT OR REPLACE INTO pings (id, check_id, n, at, kind, exit_status, items, \
+                 rid, method, remote_addr, user_agent, scheme, body, duration_ms) VALUES ",
+            );
+            for (i, f) in plan.pings.iter().enumerate() {
+                if i > 0 {
+                    sql.push(',');
+                }
+                let InboxPing { id, ping: p } = &plan.fresh[f.at];
+                let _ = write!(
+                    sql,
+                    "({},{},{},{},'{}',",
+                    id,
+                    p.check_id,
+                    f.n,
+                    p.at,
+                    f.kind.as_str()
+                );
+                ping_facts(&mut sql, p);
+                let _ = write!(sql, ",{})", opt_int(f.duration_ms));
+            }
+            sql.push_str(";\n");
+        }
+        if from_inbox {
+            let _ = writeln!(sql, "DELETE FROM ping_inbox WHERE id <= {last};");
+            sql.push_str("COMMIT;");
+        }
+        if !sql.is_empty() {
+            self.execute_batch(&sql).await?;
+        }
+        // Committed: the summaries and the round take the batch.
+        self.next_ping_id = self.next_ping_id.max(last + 1);
+        self.appended_through = self.appended_through.max(last);
+        self.appended += batch.len();
+        self.keep(&mut plan);
+        Ok(())
+    }
+
+    /// Folds pings into copies of their checks' summaries; [`Writer::keep`]
+    /// makes them the summaries. Pings a summary already holds (written
+    /// before a restart) are skipped, as are pings of deleted checks.
+    /// `Written::Already`: the pings are in the log (replayed at start-up),
+    /// and are kept at once.
+    async fn absorb(
+        &mut self,
+        pings: &[InboxPing],
+        written: Written,
+    ) -> Result<Absorbed, StoreError> {
         let ids: Vec<i64> = pings.iter().map(|p| p.ping.check_id).collect();
         self.load_missing(&ids).await?;
         if self.next_run_id.is_none() {
@@ -806,57 +910,88 @@ impl Writer {
             })
             .cloned()
             .collect();
+        let mut states: HashMap<i64, Cached> = fresh
+            .iter()
+            .filter_map(|p| {
+                let id = p.ping.check_id;
+                self.checks.get(&id).map(|c| (id, c.clone()))
+            })
+            .collect();
         let mut next_run_id = self.next_run_id.unwrap_or(1);
-        let plan = plan_fold(&fresh, &mut self.checks, &mut || {
+        let plan = plan_fold(&fresh, &mut states, &mut || {
             let id = next_run_id;
             next_run_id += 1;
             id
         });
-        self.next_run_id = Some(next_run_id);
-        for f in &plan.pings {
-            let d = self.dirty.entry(f.ping.check_id).or_default();
-            d.pings.push(Unwritten {
-                ping: InboxPing {
-                    id: f.id,
-                    ping: f.ping.clone(),
-                },
+        let folded: Vec<AbsorbedPing> = plan
+            .pings
+            .iter()
+            .map(|f| AbsorbedPing {
+                at: fresh.partition_point(|p| p.id < f.id),
                 n: f.n,
                 kind: f.kind,
                 duration_ms: f.duration_ms,
-            });
-            self.dirty_pings += 1;
-            if let Some(c) = self.checks.get_mut(&f.ping.check_id) {
-                c.folded_through = c.folded_through.max(f.id);
-            }
+            })
+            .collect();
+        let FoldPlan {
+            runs,
+            resumed,
+            touched,
+            overlaps,
+            ..
+        } = plan;
+        let mut absorbed = Absorbed {
+            fresh,
+            pings: folded,
+            runs,
+            resumed,
+            touched,
+            overlaps,
+            states,
+            next_run_id,
+        };
+        if written == Written::Already {
+            self.appended_through = self.appended_through.max(pings.last().map_or(0, |p| p.id));
+            self.keep(&mut absorbed);
         }
-        for (check_id, change) in plan.runs {
+        Ok(absorbed)
+    }
+
+    /// Makes folded pings part of the summaries in memory and of the next
+    /// round.
+    fn keep(&mut self, a: &mut Absorbed) {
+        self.next_run_id = Some(a.next_run_id);
+        for f in &a.pings {
+            let p = &a.fresh[f.at];
+            if let Some(state) = a.states.get_mut(&p.ping.check_id) {
+                state.folded_through = state.folded_through.max(p.id);
+            }
+            self.dirty
+                .entry(p.ping.check_id)
+                .or_default()
+                .pings
+                .push(p.id);
+            self.dirty_pings += 1;
+        }
+        self.checks.extend(a.states.drain());
+        for (check_id, change) in a.runs.drain(..) {
             self.dirty.entry(check_id).or_default().runs.push(change);
         }
-        for check_id in plan.resumed {
+        for check_id in a.resumed.drain(..) {
             self.dirty.entry(check_id).or_default().resumed = true;
         }
-        for (check_id, at, detail) in plan.overlaps {
+        for (check_id, at, detail) in a.overlaps.drain(..) {
             self.dirty
                 .entry(check_id)
                 .or_default()
                 .overlaps
                 .push((at, detail));
         }
-        Ok(plan
-            .touched
-            .iter()
-            .filter_map(|id| {
-                self.checks.get(id).map(|c| Touched {
-                    check_id: *id,
-                    summary: c.summary.clone(),
-                    paused: c.paused,
-                })
-            })
-            .collect())
+        self.touched.extend(a.touched.drain(..));
     }
 
     fn has_unwritten(&self) -> bool {
-        !self.dirty.is_empty() || self.absorbed_through > self.deleted_through
+        !self.dirty.is_empty() || self.appended_through > self.written_through
     }
 
     fn round_due(&self) -> bool {
@@ -877,11 +1012,14 @@ impl Writer {
             let Some(state) = self.checks.get(&check_id).cloned() else {
                 continue;
             };
-            for p in d.pings {
+            for id in d.pings {
                 if chunk.pings.len() >= CHUNK_PINGS {
                     chunks.push_back(std::mem::take(&mut chunk));
                 }
-                chunk.pings.push(p);
+                chunk.pings.push((check_id, id));
+            }
+            if chunk.finals.len() >= CHUNK_PINGS {
+                chunks.push_back(std::mem::take(&mut chunk));
             }
             chunk.finals.push(Final {
                 check_id,
@@ -891,7 +1029,7 @@ impl Writer {
                 resumed: d.resumed,
             });
         }
-        chunk.delete_through = Some(self.absorbed_through);
+        chunk.through = Some(self.appended_through);
         chunks.push_back(chunk);
         self.round = chunks;
     }
@@ -904,8 +1042,8 @@ impl Writer {
         let sql = chunk_sql(chunk)?;
         self.execute_batch(&sql).await?;
         if let Some(chunk) = self.round.pop_front() {
-            if let Some(through) = chunk.delete_through {
-                self.deleted_through = through;
+            if let Some(through) = chunk.through {
+                self.written_through = through;
             }
         }
         Ok(())
@@ -918,7 +1056,7 @@ impl Writer {
             self.dirty_pings -= d.pings.len();
         }
         for chunk in &mut self.round {
-            chunk.pings.retain(|p| p.ping.ping.check_id != check_id);
+            chunk.pings.retain(|(c, _)| *c != check_id);
             chunk.finals.retain(|f| f.check_id != check_id);
         }
     }
@@ -989,31 +1127,17 @@ impl Writer {
 
 /// One chunk of a round as a statement string with its own transaction.
 fn chunk_sql(chunk: &Chunk) -> Result<String, StoreError> {
-    let mut sql = String::with_capacity(256 + chunk.pings.len() * 160);
+    let mut sql = String::with_capacity(256 + chunk.pings.len() * 16 + chunk.finals.len() * 200);
     sql.push_str("BEGIN IMMEDIATE;\n");
     if !chunk.pings.is_empty() {
-        // OR REPLACE: after a crash in the middle of a round, a check's rows
-        // written before its summary are written again, identically.
-        sql.push_str(
-            "INSERT OR REPLACE INTO pings (id, check_id, n, at, kind, exit_status, items, rid, \
-             method, remote_addr, user_agent, scheme, body, duration_ms) VALUES ",
-        );
-        for (i, u) in chunk.pings.iter().enumerate() {
-            let p = &u.ping.ping;
+        // OR IGNORE: after a crash in the middle of a round, a check's
+        // entries written before its summary are written again.
+        sql.push_str("INSERT OR IGNORE INTO ping_index (check_id, id) VALUES ");
+        for (i, (check_id, id)) in chunk.pings.iter().enumerate() {
             if i > 0 {
                 sql.push(',');
             }
-            let _ = write!(
-                sql,
-                "({},{},{},{},'{}',",
-                u.ping.id,
-                p.check_id,
-                u.n,
-                p.at,
-                u.kind.as_str()
-            );
-            ping_facts(&mut sql, p);
-            let _ = write!(sql, ",{})", opt_int(u.duration_ms));
+            let _ = write!(sql, "({check_id},{id})");
         }
         sql.push_str(";\n");
     }
@@ -1053,8 +1177,8 @@ fn chunk_sql(chunk: &Chunk) -> Result<String, StoreError> {
             );
         }
     }
-    if let Some(through) = chunk.delete_through {
-        let _ = writeln!(sql, "DELETE FROM ping_inbox WHERE id <= {through};");
+    if let Some(through) = chunk.through {
+        let _ = writeln!(sql, "UPDATE ping_rounds SET through = {through};");
     }
     sql.push_str("COMMIT;");
     Ok(sql)
@@ -1169,7 +1293,7 @@ fn write_runs(sql: &mut String, runs: &[(i64, RunChange)]) {
 }
 
 /// The columns `exit_status, items, rid, method, remote_addr, user_agent,
-/// scheme, body` of a ping, as SQL literals; the inbox and the log share them.
+/// scheme, body` of a ping, as SQL literals.
 fn ping_facts(sql: &mut String, p: &NewPing) {
     let _ = write!(
         sql,
