@@ -514,3 +514,47 @@ async fn sqlite_heartbeat_waits_for_a_concurrent_writer() {
     let (beat, ()) = tokio::join!(store.heartbeat("r1", 0, 1_200, 500), release);
     assert_eq!(beat.unwrap(), None);
 }
+
+/// PostgreSQL appends pings on connections of their own, kept between
+/// batches. One the server ended while it sat idle (a restart, an
+/// administrator, a proxy's idle timeout) is noticed and replaced: the next
+/// batch is stored, not refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_replaces_an_append_connection_the_server_ended() {
+    if common::postgres_base_url().is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but OVERDUE_TEST_POSTGRES_URL is not"
+        );
+        return;
+    }
+    let (db, store) = open(Backend::Postgres).await;
+    let c = store
+        .create_check(&spec(r#"{"slug":"kept"}"#), CheckSource::Api, 1_000)
+        .await
+        .unwrap();
+    store
+        .append_pings(&[ping(c.id, 2_000, PingKind::Success)])
+        .await
+        .unwrap();
+    db.sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .await;
+    // Longer than an append connection may sit unused before it is tested.
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    store
+        .append_pings(&[ping(c.id, 3_000, PingKind::Success)])
+        .await
+        .expect("a batch after the server ended the idle append connection");
+    store.fold(100).await.unwrap();
+    let at: Vec<i64> = store
+        .list_pings(c.id, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.at)
+        .collect();
+    assert_eq!(at, [3_000, 2_000]);
+}

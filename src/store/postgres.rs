@@ -33,6 +33,69 @@ pub struct PgStore {
     /// writes carry it. `None` until the first lease (tools and tests that
     /// write without one).
     fence: std::sync::RwLock<Option<(String, i64)>>,
+    /// Connections kept for appending pings, outside the pool (see
+    /// [`AppendConnections`]).
+    appenders: AppendConnections,
+}
+
+/// Connections that append pings, each used by one batch at a time and
+/// kept between batches.
+///
+/// A pool connection costs two extra round trips per statement: sqlx tests it
+/// with a `Sync` before handing it out and again when it comes back. At
+/// thousands of batches a second those wake-ups of the server cost as much as
+/// the inserts (BENCHMARKS.md). Here a connection is tested only after it sat
+/// idle for [`APPEND_IDLE_CHECK`] (the server may have restarted meanwhile);
+/// one that fails is dropped, and the next batch opens a new one.
+struct AppendConnections {
+    options: sqlx::postgres::PgConnectOptions,
+    idle: std::sync::Mutex<Vec<(sqlx::PgConnection, std::time::Instant)>>,
+}
+
+/// How long an append connection may sit unused before it is tested again.
+const APPEND_IDLE_CHECK: Duration = Duration::from_millis(250);
+/// How long opening an append connection may take (as the pool's acquire).
+const APPEND_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl AppendConnections {
+    fn new(options: sqlx::postgres::PgConnectOptions) -> Self {
+        AppendConnections {
+            options,
+            idle: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    async fn take(&self) -> Result<sqlx::PgConnection, StoreError> {
+        use sqlx::Connection as _;
+        loop {
+            let kept = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let Some((mut conn, since)) = kept else { break };
+            if since.elapsed() < APPEND_IDLE_CHECK || conn.ping().await.is_ok() {
+                return Ok(conn);
+            }
+            // Dead (the server restarted, or ended the session): drop it.
+        }
+        match tokio::time::timeout(
+            APPEND_CONNECT_TIMEOUT,
+            sqlx::PgConnection::connect_with(&self.options),
+        )
+        .await
+        {
+            Ok(conn) => Ok(conn?),
+            Err(_) => Err(anyhow::anyhow!(
+                "cannot connect to PostgreSQL within {APPEND_CONNECT_TIMEOUT:?}"
+            )
+            .into()),
+        }
+    }
+
+    /// Keeps a connection whose last statement succeeded.
+    fn keep(&self, conn: sqlx::PgConnection) {
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((conn, std::time::Instant::now()));
+    }
 }
 
 type Locked = WriterCheck;
@@ -58,6 +121,7 @@ impl PgStore {
                 "idle_in_transaction_session_timeout",
                 format!("{}", idle.as_millis()),
             )]);
+        let appenders = AppendConnections::new(options.clone());
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(5))
@@ -70,6 +134,7 @@ impl PgStore {
             .context("cannot apply PostgreSQL migrations")?;
         Ok(PgStore {
             pool,
+            appenders,
             fence: std::sync::RwLock::new(None),
         })
     }
@@ -100,9 +165,11 @@ impl Store for PgStore {
     }
 
     fn append_concurrency(&self) -> usize {
-        // Each commit waits for its WAL flush; several batches in flight
-        // overlap those waits (PostgreSQL groups their flushes).
-        4
+        // One batch at a time, the next gathering while it commits: on the
+        // 2-core benchmark machine, 2 or 4 batches in flight split the
+        // waiting pings into smaller batches, each with its own WAL flush,
+        // and were 10-25% slower (BENCHMARKS.md).
+        1
     }
 
     async fn health(&self) -> Result<(), StoreError> {
@@ -462,6 +529,7 @@ impl Store for PgStore {
             c.push(p, p.kind, None, None);
         }
         // One statement: committed together or not at all.
+        let mut conn = self.appenders.take().await?;
         sqlx::query(
             "INSERT INTO ping_inbox (check_id, at, kind, exit_status, items, rid, method, \
              remote_addr, user_agent, scheme, body) \
@@ -480,8 +548,11 @@ impl Store for PgStore {
         .bind(&c.user_agent)
         .bind(&c.scheme)
         .bind(&c.body)
-        .execute(&self.pool)
+        .execute(&mut conn)
         .await?;
+        // Only a connection that just succeeded is kept; on an error `?`
+        // above dropped (closed) it.
+        self.appenders.keep(conn);
         Ok(())
     }
 
