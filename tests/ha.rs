@@ -9,25 +9,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::sinks::{Behaviour, Request, WebhookSink};
-use common::{client, postgres_base_url, write_config, Backend, ChildServer, TestDb};
+use common::{client, postgres_available, write_config, Backend, ChildServer, TestDb};
 use rand::Rng;
 use serde_json::{json, Value};
 use sqlx::Connection;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// PostgreSQL is required; CI never skips.
-fn postgres_available(test: &str) -> bool {
-    if postgres_base_url().is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but OVERDUE_TEST_POSTGRES_URL is not"
-    );
-    eprintln!("skipping {test}: OVERDUE_TEST_POSTGRES_URL is not set");
-    false
-}
 
 /// The current lease holder and token, if the lease runs.
 async fn leader(db: &TestDb) -> Option<(String, i64)> {

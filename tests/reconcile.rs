@@ -431,11 +431,7 @@ both_backends!(sighup_reloads_a_running_server, |backend| async move {
 /// reconcile it, neither fails, and each check exists once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_starting_together_reconcile_the_same_file() {
-    if common::postgres_base_url().is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but OVERDUE_TEST_POSTGRES_URL is not"
-        );
+    if !common::postgres_available("replicas_starting_together_reconcile_the_same_file") {
         return;
     }
     let db = TestDb::new(Backend::Postgres).await;

@@ -38,16 +38,7 @@ macro_rules! both_backends {
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
-                if $crate::common::postgres_base_url().is_none() {
-                    // CI must never skip PostgreSQL silently.
-                    assert!(
-                        std::env::var_os("CI").is_none(),
-                        "CI is set but OVERDUE_TEST_POSTGRES_URL is not"
-                    );
-                    eprintln!(
-                        "skipping {}::postgres: OVERDUE_TEST_POSTGRES_URL is not set",
-                        stringify!($name)
-                    );
+                if !$crate::common::postgres_available(concat!(stringify!($name), "::postgres")) {
                     return;
                 }
                 let f = $body;
@@ -62,6 +53,20 @@ pub fn postgres_base_url() -> Option<String> {
     std::env::var("OVERDUE_TEST_POSTGRES_URL")
         .ok()
         .filter(|s| !s.is_empty())
+}
+
+/// Whether a PostgreSQL test can run; without a server it is skipped, with
+/// a note, except under CI, which must never skip PostgreSQL silently.
+pub fn postgres_available(test: &str) -> bool {
+    if postgres_base_url().is_some() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but OVERDUE_TEST_POSTGRES_URL is not"
+    );
+    eprintln!("skipping {test}: OVERDUE_TEST_POSTGRES_URL is not set");
+    false
 }
 
 /// A database of its own for one test; dropped (PostgreSQL) or deleted (SQLite) after.
