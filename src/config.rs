@@ -29,6 +29,9 @@ use crate::notify::NotifyConfig;
 /// The documented defaults, compiled into the binary.
 pub const DEFAULT_CONFIG: &str = include_str!("config.default.toml");
 
+/// The largest `ping_batch_max`.
+pub const PING_BATCH_MAX_LIMIT: usize = 2048;
+
 /// A value that must never appear in logs, `Debug` output or API responses.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -301,9 +304,16 @@ impl Config {
         let retention = f.duration("retention");
         let ping_log_limit: Option<u32> = f.get("ping_log_limit");
         let ping_batch_max: Option<usize> = f.get("ping_batch_max");
-        if ping_batch_max == Some(0) {
-            f.errors
-                .push("ping_batch_max: must be at least 1".to_string());
+        match ping_batch_max {
+            Some(0) => f
+                .errors
+                .push("ping_batch_max: must be at least 1".to_string()),
+            // SQLite binds every column of a batch's rows in one statement,
+            // within its limit of 32,766 parameters.
+            Some(n) if n > PING_BATCH_MAX_LIMIT => f.errors.push(format!(
+                "ping_batch_max: must be at most {PING_BATCH_MAX_LIMIT}, got {n}"
+            )),
+            _ => {}
         }
         let keys: Option<Vec<Option<ApiKeyInput>>> = f.list("api_keys");
         let api_keys = keys.map(|keys| {
@@ -964,6 +974,21 @@ deny = ["private"]
             .unwrap_err()
             .0;
         assert!(e.iter().any(|m| m.contains("per_chek")), "{e:?}");
+    }
+
+    #[test]
+    fn ping_batch_max_is_bounded_on_both_sides() {
+        for (value, message) in [
+            ("0", "ping_batch_max: must be at least 1"),
+            ("2049", "ping_batch_max: must be at most 2048, got 2049"),
+        ] {
+            let e = Config::from_toml(&format!("ping_batch_max = {value}"))
+                .unwrap_err()
+                .0;
+            assert!(e.iter().any(|m| m == message), "{e:?}");
+        }
+        let c = Config::from_toml("ping_batch_max = 2048").unwrap();
+        assert_eq!(c.ping_batch_max, 2048);
     }
 
     #[test]

@@ -65,6 +65,9 @@ struct Writer {
     /// The round being written, one chunk per fold call.
     round: VecDeque<Chunk>,
     round_started: Instant,
+    /// The ping log's INSERT for each batch size used so far (see
+    /// [`insert_rows`]).
+    insert_sql: HashMap<usize, String>,
 }
 
 type Cached = WriterCheck;
@@ -107,6 +110,7 @@ impl SqliteStore {
             dirty_pings: 0,
             round: VecDeque::new(),
             round_started: Instant::now(),
+            insert_sql: HashMap::new(),
         };
         writer
             .catch_up()
@@ -838,42 +842,21 @@ impl Writer {
             return Ok(());
         };
         let mut plan = self.absorb(batch, Written::No).await?;
-        let mut sql = String::with_capacity(200 + batch.len() * 160);
         if from_inbox {
-            sql.push_str("BEGIN IMMEDIATE;\n");
+            self.execute_batch("BEGIN IMMEDIATE").await?;
         }
-        if !plan.pings.is_empty() {
-            // OR REPLACE only matters for inbox rows of an older version:
-            // its round may have copied some of them already.
-            sql.push_str(
-                "INSERT OR REPLACE INTO pings (id, check_id, n, at, kind, exit_status, items, \
-                 rid, method, remote_addr, user_agent, scheme, body, duration_ms) VALUES ",
-            );
-            for (i, f) in plan.pings.iter().enumerate() {
-                if i > 0 {
-                    sql.push(',');
-                }
-                let InboxPing { id, ping: p } = &plan.fresh[f.at];
-                let _ = write!(
-                    sql,
-                    "({},{},{},{},'{}',",
-                    id,
-                    p.check_id,
-                    f.n,
-                    p.at,
-                    f.kind.as_str()
-                );
-                ping_facts(&mut sql, p);
-                let _ = write!(sql, ",{})", opt_int(f.duration_ms));
-            }
-            sql.push_str(";\n");
+        let mut written = self.insert_pings(&plan).await;
+        if from_inbox && written.is_ok() {
+            written = self
+                .execute_batch(&format!(
+                    "DELETE FROM ping_inbox WHERE id <= {last}; COMMIT;"
+                ))
+                .await;
         }
-        if from_inbox {
-            let _ = writeln!(sql, "DELETE FROM ping_inbox WHERE id <= {last};");
-            sql.push_str("COMMIT;");
-        }
-        if !sql.is_empty() {
-            self.execute_batch(&sql).await?;
+        if let Err(e) = written {
+            // Make sure a failure half-way leaves no transaction open on this connection.
+            let _ = sqlx::Executor::execute(&mut self.conn, sqlx::raw_sql("ROLLBACK")).await;
+            return Err(e);
         }
         // Committed: the summaries and the round take the batch.
         self.next_ping_id = self.next_ping_id.max(last + 1);
@@ -1059,6 +1042,50 @@ impl Writer {
             chunk.pings.retain(|(c, _)| *c != check_id);
             chunk.finals.retain(|f| f.check_id != check_id);
         }
+    }
+
+    /// Appends a batch's folded pings to the log in one INSERT, on a
+    /// prepared statement the connection keeps for batches of this size
+    /// (rounded up past [`EXACT_INSERT_ROWS`]): SQLite parses and plans it
+    /// once, where a statement of literals cost as much to prepare as to run.
+    async fn insert_pings(&mut self, plan: &Absorbed) -> Result<(), StoreError> {
+        if plan.pings.is_empty() {
+            return Ok(());
+        }
+        let rows = insert_rows(plan.pings.len());
+        let sql = self
+            .insert_sql
+            .entry(rows)
+            .or_insert_with(|| insert_pings_sql(rows));
+        let mut query = sqlx::query(sql.as_str());
+        for f in &plan.pings {
+            let InboxPing { id, ping: p } = &plan.fresh[f.at];
+            query = query
+                .bind(*id)
+                .bind(p.check_id)
+                .bind(f.n)
+                .bind(p.at)
+                .bind(f.kind.as_str())
+                .bind(p.exit_status.map(i64::from))
+                .bind(p.items.map(clamp_items))
+                .bind(p.rid.map(|r| r.to_string()))
+                .bind(p.method.as_str())
+                .bind(p.remote_addr.as_deref())
+                .bind(p.user_agent.as_deref())
+                .bind(p.scheme)
+                .bind(p.body.as_slice())
+                .bind(f.duration_ms);
+        }
+        // Padding rows: all NULL, left out by the statement's WHERE.
+        for _ in plan.pings.len()..rows {
+            for _ in 0..PING_LOG_COLUMNS {
+                query = query.bind(None::<i64>);
+            }
+        }
+        query.execute(&mut self.conn).await.map_err(|e| {
+            StoreError::Other(anyhow::Error::new(e).context("cannot write to SQLite"))
+        })?;
+        Ok(())
     }
 
     /// Runs a statement string that holds its own `BEGIN … COMMIT`.
@@ -1294,19 +1321,34 @@ fn write_runs(sql: &mut String, runs: &[(i64, RunChange)]) {
 
 /// The columns `exit_status, items, rid, method, remote_addr, user_agent,
 /// scheme, body` of a ping, as SQL literals.
-fn ping_facts(sql: &mut String, p: &NewPing) {
-    let _ = write!(
-        sql,
-        "{},{},{},{},{},{},'{}',{}",
-        opt_int(p.exit_status.map(i64::from)),
-        opt_int(p.items.map(clamp_items)),
-        opt_text(p.rid.map(|r| r.to_string()).as_deref()),
-        text(&p.method),
-        opt_text(p.remote_addr.as_deref()),
-        opt_text(p.user_agent.as_deref()),
-        p.scheme,
-        blob(&p.body),
-    );
+/// The columns of a ping log row, as [`Writer::insert_pings`] binds them.
+const PING_LOG_COLUMNS: usize = 14;
+
+/// Batches of up to this many pings get an INSERT of their own size; larger
+/// ones the next power of two, padded with rows of NULLs, so that the
+/// connection keeps at most a few dozen such statements.
+const EXACT_INSERT_ROWS: usize = 64;
+
+fn insert_rows(pings: usize) -> usize {
+    if pings <= EXACT_INSERT_ROWS {
+        pings
+    } else {
+        pings.next_power_of_two()
+    }
+}
+
+/// The ping log's INSERT for `rows` rows of [`PING_LOG_COLUMNS`] parameters.
+/// A row whose id is NULL is padding, and is not inserted. `OR REPLACE` only
+/// matters for inbox rows of an older version: its round may have copied
+/// some of them already.
+fn insert_pings_sql(rows: usize) -> String {
+    let row = format!("({})", vec!["?"; PING_LOG_COLUMNS].join(","));
+    format!(
+        "INSERT OR REPLACE INTO pings (id, check_id, n, at, kind, exit_status, items, rid, \
+         method, remote_addr, user_agent, scheme, body, duration_ms) \
+         SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL",
+        vec![row; rows].join(",")
+    )
 }
 
 fn opt_int(v: Option<i64>) -> String {
@@ -1333,13 +1375,27 @@ fn opt_text(s: Option<&str>) -> String {
     s.map_or_else(|| "NULL".to_string(), text)
 }
 
-fn blob(b: &[u8]) -> String {
-    format!("X'{}'", hex::encode(b))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ping_inserts_come_in_few_sizes_within_sqlites_parameter_limit() {
+        assert_eq!(insert_rows(1), 1);
+        assert_eq!(insert_rows(EXACT_INSERT_ROWS), EXACT_INSERT_ROWS);
+        assert_eq!(insert_rows(EXACT_INSERT_ROWS + 1), 128);
+        assert_eq!(insert_rows(1000), 1024);
+        let sizes: BTreeSet<usize> = (1..=1024).map(insert_rows).collect();
+        assert_eq!(sizes.len(), EXACT_INSERT_ROWS + 4);
+        // The largest batch the config allows.
+        let most = insert_rows(config::PING_BATCH_MAX_LIMIT);
+        let sql = insert_pings_sql(most);
+        assert_eq!(sql.matches('?').count(), most * PING_LOG_COLUMNS);
+        assert!(
+            most * PING_LOG_COLUMNS <= 32_766,
+            "SQLITE_MAX_VARIABLE_NUMBER"
+        );
+    }
 
     #[test]
     fn text_literals_escape_quotes_and_drop_nul() {
