@@ -40,7 +40,7 @@ fn ping(check_id: i64, at: i64, kind: PingKind, method: &str) -> NewPing {
 }
 
 both_backends!(update_and_delete_checks, |backend| async move {
-    let (_db, store) = open(backend).await;
+    let (db, store) = open(backend).await;
     let c = store
         .create_check(
             &spec(r#"{"slug":"a","interval":"5m"}"#),
@@ -79,7 +79,11 @@ both_backends!(update_and_delete_checks, |backend| async move {
         Err(StoreError::NotFound)
     ));
 
+    let logged = format!("SELECT COUNT(*) FROM pings WHERE check_id = {}", c.id);
+    assert_eq!(db.count(&logged).await, 1);
     store.delete_check(c.id).await.unwrap();
+    // The ping log has no foreign key: deleting the check deletes its pings.
+    assert_eq!(db.count(&logged).await, 0);
     assert!(matches!(
         store.check_by_uuid(c.uuid).await,
         Err(StoreError::NotFound)
@@ -97,6 +101,39 @@ both_backends!(update_and_delete_checks, |backend| async move {
     store.fold(1000).await.unwrap();
     assert_eq!(store.list_checks().await.unwrap().len(), 1);
 });
+
+both_backends!(
+    batches_of_every_size_are_logged_whole,
+    |backend| async move {
+        let (_db, store) = open(backend).await;
+        let c = store
+            .create_check(&spec(r#"{"slug":"sizes"}"#), CheckSource::Api, 1)
+            .await
+            .unwrap();
+        // One ping, the largest batch with an INSERT of its own size (64), and
+        // batches padded up to 128 and 256 rows on SQLite.
+        let mut sent = 0;
+        for size in [1, 64, 65, 200] {
+            let batch: Vec<NewPing> = (sent + 1..=sent + size)
+                .map(|i| ping(c.id, i, PingKind::Success, "GET"))
+                .collect();
+            store.append_pings(&batch).await.unwrap();
+            store.fold(100_000).await.unwrap();
+            sent += size;
+        }
+        let logged = store.list_pings_before(c.id, None, 1_000).await.unwrap();
+        assert_eq!(logged.len(), 330);
+        for (i, p) in logged.iter().rev().enumerate() {
+            let n = i as i64 + 1;
+            assert_eq!((p.n, p.at), (n, n), "ping {n}");
+            assert_eq!(p.body, format!("ping {n}").into_bytes());
+        }
+        assert_eq!(
+            store.check_by_uuid(c.uuid).await.unwrap().summary.n_pings,
+            330
+        );
+    }
+);
 
 both_backends!(pings_in_pages, |backend| async move {
     let (_db, store) = open(backend).await;

@@ -122,6 +122,21 @@ impl TestDb {
         }
     }
 
+    /// The number a `SELECT COUNT(*) …` on a direct connection returns.
+    pub async fn count(&self, query: &str) -> i64 {
+        use sqlx::Connection;
+        match self.backend {
+            Backend::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(query).fetch_one(&mut c).await.unwrap()
+            }
+            Backend::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(query).fetch_one(&mut c).await.unwrap()
+            }
+        }
+    }
+
     /// Makes every insert into `table` fail, as a broken database would.
     pub async fn break_inserts(&self, table: &str) {
         match self.backend {
