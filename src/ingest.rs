@@ -83,28 +83,32 @@ impl Ingest {
         }))
     }
 
-    /// The check with this uuid, from memory or else from the database.
-    pub async fn resolve_uuid(&self, uuid: Uuid) -> Result<Option<CheckRef>, StoreError> {
+    /// The id of the check with this uuid, from memory or else from the
+    /// database.
+    pub async fn resolve_uuid(&self, uuid: Uuid) -> Result<Option<i64>, StoreError> {
         if let Some(r) = read(&self.by_uuid).get(&uuid) {
-            return Ok(Some(r.clone()));
+            return Ok(Some(r.id));
         }
         let found = self.store.check_ref_by_uuid(uuid).await?;
-        if let Some(r) = &found {
-            self.remember(r.clone());
-        }
-        Ok(found)
+        Ok(found.map(|r| {
+            let id = r.id;
+            self.remember(r);
+            id
+        }))
     }
 
-    /// The check with this slug, from memory or else from the database.
-    pub async fn resolve_slug(&self, slug: &str) -> Result<Option<CheckRef>, StoreError> {
+    /// The id of the check with this slug, from memory or else from the
+    /// database.
+    pub async fn resolve_slug(&self, slug: &str) -> Result<Option<i64>, StoreError> {
         if let Some(r) = read(&self.by_slug).get(slug) {
-            return Ok(Some(r.clone()));
+            return Ok(Some(r.id));
         }
         let found = self.store.check_ref_by_slug(slug).await?;
-        if let Some(r) = &found {
-            self.remember(r.clone());
-        }
-        Ok(found)
+        Ok(found.map(|r| {
+            let id = r.id;
+            self.remember(r);
+            id
+        }))
     }
 
     /// Adds a check to the routing map (after it was created).

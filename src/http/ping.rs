@@ -95,7 +95,7 @@ pub async fn ping(
         Target::Uuid(u) => state.ingest.resolve_uuid(*u).await,
         Target::Slug(s) => state.ingest.resolve_slug(s).await,
     };
-    let (check, created) = match found {
+    let (check_id, created) = match found {
         Ok(Some(c)) => (c, false),
         Ok(None) => match target {
             Target::Slug(slug) if query.create => match create(&state, slug).await {
@@ -113,7 +113,7 @@ pub async fn ping(
     if let Some(r) = over_limit(
         &state,
         state.limits.per_check.as_ref(),
-        check.id,
+        check_id,
         Rejected::RateLimitCheck,
         "to this check ([rate_limit] per_check)",
     ) {
@@ -133,7 +133,7 @@ pub async fn ping(
         .get(header::USER_AGENT)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let ping = NewPing {
-        check_id: check.id,
+        check_id,
         at: chrono::Utc::now().timestamp_millis(),
         kind: action.kind,
         exit_status: action.exit_status,
@@ -157,8 +157,8 @@ pub async fn ping(
 }
 
 /// Creates a check with defaults for `?create=1`; a concurrent create of the
-/// same slug is not an error.
-async fn create(state: &AppState, slug: &str) -> Result<(CheckRef, bool), StoreError> {
+/// same slug is not an error. The check's id, and whether this created it.
+async fn create(state: &AppState, slug: &str) -> Result<(i64, bool), StoreError> {
     let spec = CheckSpec::with_slug(slug);
     let now = chrono::Utc::now().timestamp_millis();
     match state
@@ -167,16 +167,15 @@ async fn create(state: &AppState, slug: &str) -> Result<(CheckRef, bool), StoreE
         .await
     {
         Ok(check) => {
-            let r = CheckRef {
+            state.ingest.remember(CheckRef {
                 id: check.id,
                 uuid: check.uuid,
                 slug: check.spec.slug,
-            };
-            state.ingest.remember(r.clone());
-            Ok((r, true))
+            });
+            Ok((check.id, true))
         }
         Err(StoreError::Conflict(_)) => match state.ingest.resolve_slug(slug).await? {
-            Some(r) => Ok((r, false)),
+            Some(id) => Ok((id, false)),
             None => Err(StoreError::NotFound),
         },
         Err(e) => {

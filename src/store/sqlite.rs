@@ -9,6 +9,7 @@
 //! and the per-check ping index, sorted by check; readers apply the log's
 //! tail past the last round, and a restart folds it again.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::str::FromStr;
@@ -719,9 +720,10 @@ enum Written {
 
 /// Pings folded into copies of their checks' summaries, and what else they
 /// changed; see [`Writer::absorb`].
-struct Absorbed {
-    /// The pings not yet in their summaries, in order.
-    fresh: Vec<InboxPing>,
+struct Absorbed<'a> {
+    /// The pings not yet in their summaries, in order: the batch itself
+    /// unless some of it was already folded (or is of a deleted check).
+    fresh: Cow<'a, [InboxPing]>,
     /// The ones folded (pings of deleted checks are not).
     pings: Vec<AbsorbedPing>,
     runs: Vec<(i64, RunChange)>,
@@ -871,11 +873,11 @@ impl Writer {
     /// before a restart) are skipped, as are pings of deleted checks.
     /// `Written::Already`: the pings are in the log (replayed at start-up),
     /// and are kept at once.
-    async fn absorb(
+    async fn absorb<'a>(
         &mut self,
-        pings: &[InboxPing],
+        pings: &'a [InboxPing],
         written: Written,
-    ) -> Result<Absorbed, StoreError> {
+    ) -> Result<Absorbed<'a>, StoreError> {
         let ids: Vec<i64> = pings.iter().map(|p| p.ping.check_id).collect();
         self.load_missing(&ids).await?;
         if self.next_run_id.is_none() {
@@ -884,15 +886,16 @@ impl Writer {
                 .await?;
             self.next_run_id = Some(max + 1);
         }
-        let fresh: Vec<InboxPing> = pings
-            .iter()
-            .filter(|p| {
-                self.checks
-                    .get(&p.ping.check_id)
-                    .is_some_and(|c| p.id > c.folded_through)
-            })
-            .cloned()
-            .collect();
+        let is_fresh = |p: &InboxPing| {
+            self.checks
+                .get(&p.ping.check_id)
+                .is_some_and(|c| p.id > c.folded_through)
+        };
+        let fresh: Cow<'a, [InboxPing]> = if pings.iter().all(is_fresh) {
+            Cow::Borrowed(pings)
+        } else {
+            Cow::Owned(pings.iter().filter(|p| is_fresh(p)).cloned().collect())
+        };
         let mut states: HashMap<i64, Cached> = fresh
             .iter()
             .filter_map(|p| {
@@ -942,7 +945,7 @@ impl Writer {
 
     /// Makes folded pings part of the summaries in memory and of the next
     /// round.
-    fn keep(&mut self, a: &mut Absorbed) {
+    fn keep(&mut self, a: &mut Absorbed<'_>) {
         self.next_run_id = Some(a.next_run_id);
         for f in &a.pings {
             let p = &a.fresh[f.at];
@@ -1048,7 +1051,7 @@ impl Writer {
     /// prepared statement the connection keeps for batches of this size
     /// (rounded up past [`EXACT_INSERT_ROWS`]): SQLite parses and plans it
     /// once, where a statement of literals cost as much to prepare as to run.
-    async fn insert_pings(&mut self, plan: &Absorbed) -> Result<(), StoreError> {
+    async fn insert_pings(&mut self, plan: &Absorbed<'_>) -> Result<(), StoreError> {
         if plan.pings.is_empty() {
             return Ok(());
         }
