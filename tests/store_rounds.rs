@@ -188,6 +188,27 @@ async fn an_update_keeps_pings_folded_but_not_yet_written() {
     assert_pings(&store, &check, 4).await;
 }
 
+#[tokio::test]
+async fn more_inbox_rows_than_one_insert_takes_are_moved_in_pages() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = open(&db).await;
+    let check = create(&store, "backlog").await;
+    append(&store, check.id, 2).await;
+    fold_all(&store).await;
+    drop(store);
+    // 5,000 rows: more than the largest batch INSERT binds (2,048 pings).
+    db.sql(&format!(
+        "WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < 4999) \
+         INSERT INTO ping_inbox (id, check_id, at, kind, items, method, scheme) \
+         SELECT 1000 + i, {id}, 2001 + i, 'success', 3 + i, 'GET', 'http' FROM s",
+        id = check.id
+    ))
+    .await;
+    let store = open(&db).await;
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM ping_inbox").await, 0);
+    assert_pings(&store, &check, 5_002).await;
+}
+
 /// How many rows of the SQLite database `sql` counts.
 async fn count(db: &TestDb, sql: &str) -> i64 {
     use sqlx::Connection;

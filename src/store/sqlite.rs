@@ -824,7 +824,11 @@ impl Writer {
         }
         loop {
             let sql =
-                format!("SELECT {INBOX_COLUMNS} FROM ping_inbox ORDER BY id LIMIT {REPLAY_PAGE}");
+                // Appended as one batch: no larger than the largest INSERT.
+                format!(
+                    "SELECT {INBOX_COLUMNS} FROM ping_inbox ORDER BY id LIMIT {}",
+                    config::PING_BATCH_MAX_LIMIT
+                );
             let rows: Vec<InboxRow> = sqlx::query_as(&sql).fetch_all(&mut self.conn).await?;
             if rows.is_empty() {
                 break;
@@ -1322,8 +1326,6 @@ fn write_runs(sql: &mut String, runs: &[(i64, RunChange)]) {
     }
 }
 
-/// The columns `exit_status, items, rid, method, remote_addr, user_agent,
-/// scheme, body` of a ping, as SQL literals.
 /// The columns of a ping log row, as [`Writer::insert_pings`] binds them.
 const PING_LOG_COLUMNS: usize = 14;
 
