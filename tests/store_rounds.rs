@@ -188,14 +188,20 @@ async fn an_update_keeps_pings_folded_but_not_yet_written() {
     assert_pings(&store, &check, 4).await;
 }
 
+/// A database with `slug`'s two pings folded and written, and its store
+/// closed, ready for inbox rows as an older version left them.
+async fn stopped_after_two_pings(db: &TestDb, slug: &str) -> Check {
+    let store = open(db).await;
+    let check = create(&store, slug).await;
+    append(&store, check.id, 2).await;
+    fold_all(&store).await;
+    check
+}
+
 #[tokio::test]
 async fn more_inbox_rows_than_one_insert_takes_are_moved_in_pages() {
     let db = TestDb::new(Backend::Sqlite).await;
-    let store = open(&db).await;
-    let check = create(&store, "backlog").await;
-    append(&store, check.id, 2).await;
-    fold_all(&store).await;
-    drop(store);
+    let check = stopped_after_two_pings(&db, "backlog").await;
     // 5,000 rows: more than the largest batch INSERT binds (2,048 pings).
     db.sql(&format!(
         "WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < 4999) \
@@ -205,16 +211,8 @@ async fn more_inbox_rows_than_one_insert_takes_are_moved_in_pages() {
     ))
     .await;
     let store = open(&db).await;
-    assert_eq!(count(&db, "SELECT COUNT(*) FROM ping_inbox").await, 0);
+    assert_eq!(db.count("SELECT COUNT(*) FROM ping_inbox").await, 0);
     assert_pings(&store, &check, 5_002).await;
-}
-
-/// How many rows of the SQLite database `sql` counts.
-async fn count(db: &TestDb, sql: &str) -> i64 {
-    use sqlx::Connection;
-    let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-    let (n,): (i64,) = sqlx::query_as(sql).fetch_one(&mut c).await.unwrap();
-    n
 }
 
 #[tokio::test]
@@ -224,32 +222,25 @@ async fn deleting_a_check_deletes_its_log_rows_indexed_or_not() {
     // "big" has rows in the ping index (first chunk) and rows past it.
     let (big, small) = half_written_round(&store).await;
     assert!(
-        count(
-            &db,
-            &format!(
-                "SELECT COUNT(*) FROM ping_index WHERE check_id = {}",
-                big.id
-            )
-        )
+        db.count(&format!(
+            "SELECT COUNT(*) FROM ping_index WHERE check_id = {}",
+            big.id
+        ))
         .await
             > 0
     );
     store.delete_check(big.id).await.unwrap();
     let left = format!("SELECT COUNT(*) FROM pings WHERE check_id = {}", big.id);
-    assert_eq!(count(&db, &left).await, 0);
+    assert_eq!(db.count(&left).await, 0);
     fold_all(&store).await;
-    assert_eq!(count(&db, &left).await, 0);
+    assert_eq!(db.count(&left).await, 0);
     assert_pings(&store, &small, 10).await;
 }
 
 #[tokio::test]
 async fn inbox_rows_left_by_an_older_version_are_moved_into_the_log() {
     let db = TestDb::new(Backend::Sqlite).await;
-    let store = open(&db).await;
-    let check = create(&store, "upgraded").await;
-    append(&store, check.id, 2).await;
-    fold_all(&store).await;
-    drop(store);
+    let check = stopped_after_two_pings(&db, "upgraded").await;
     // As an older version left them: accepted, not yet folded. The inbox
     // kept counting from where the log was.
     db.sql(&format!(
@@ -261,7 +252,7 @@ async fn inbox_rows_left_by_an_older_version_are_moved_into_the_log() {
     ))
     .await;
     let store = open(&db).await;
-    assert_eq!(count(&db, "SELECT COUNT(*) FROM ping_inbox").await, 0);
+    assert_eq!(db.count("SELECT COUNT(*) FROM ping_inbox").await, 0);
     assert_pings(&store, &check, 5).await;
     // New pings come after them.
     store
@@ -270,7 +261,7 @@ async fn inbox_rows_left_by_an_older_version_are_moved_into_the_log() {
         .unwrap();
     assert_pings(&store, &check, 6).await;
     assert_eq!(
-        count(&db, "SELECT MIN(id) FROM pings WHERE n = 6").await,
+        db.count("SELECT MIN(id) FROM pings WHERE n = 6").await,
         1003
     );
     drop(store);

@@ -850,19 +850,18 @@ impl Writer {
         let mut plan = self.absorb(batch, Written::No).await?;
         if from_inbox {
             self.execute_batch("BEGIN IMMEDIATE").await?;
-        }
-        let mut written = self.insert_pings(&plan).await;
-        if from_inbox && written.is_ok() {
-            written = self
-                .execute_batch(&format!(
-                    "DELETE FROM ping_inbox WHERE id <= {last}; COMMIT;"
-                ))
-                .await;
-        }
-        if let Err(e) = written {
-            // Make sure a failure half-way leaves no transaction open on this connection.
-            let _ = sqlx::Executor::execute(&mut self.conn, sqlx::raw_sql("ROLLBACK")).await;
-            return Err(e);
+            if let Err(e) = self.insert_pings(&plan).await {
+                // Leave no transaction open on this connection.
+                let _ = sqlx::Executor::execute(&mut self.conn, sqlx::raw_sql("ROLLBACK")).await;
+                return Err(e);
+            }
+            // On failure, execute_batch rolls back itself.
+            self.execute_batch(&format!(
+                "DELETE FROM ping_inbox WHERE id <= {last}; COMMIT;"
+            ))
+            .await?;
+        } else {
+            self.insert_pings(&plan).await?;
         }
         // Committed: the summaries and the round take the batch.
         self.next_ping_id = self.next_ping_id.max(last + 1);
