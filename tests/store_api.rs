@@ -214,3 +214,119 @@ both_backends!(api_keys_are_stored_as_hashes, |backend| async move {
         Err(StoreError::NotFound)
     ));
 });
+
+/// Folds one ping and returns how it was logged.
+async fn fold_one(store: &Arc<dyn Store>, p: NewPing) -> overdue::store::PingRecord {
+    let check_id = p.check_id;
+    store.append_pings(&[p]).await.unwrap();
+    store.fold(1000).await.unwrap();
+    store.list_pings(check_id, 1).await.unwrap().remove(0)
+}
+
+// A fold works from what the check is now, not from what an earlier fold
+// left: PostgreSQL keeps the checks it folded in memory (FoldCache), and every
+// other change to them must be seen.
+both_backends!(
+    folds_see_every_change_made_since_the_last_fold,
+    |backend| async move {
+        let (_db, store) = open(backend).await;
+        let c = store
+            .create_check(
+                &spec(r#"{"slug":"c","manual_resume":true}"#),
+                CheckSource::Api,
+                1,
+            )
+            .await
+            .unwrap();
+        let logged = fold_one(&store, ping(c.id, 10, PingKind::Success, "GET")).await;
+        assert_eq!(logged.kind, PingKind::Success);
+
+        // Paused with manual resume: a ping is ignored and does not resume it.
+        store.set_paused(c.id, true).await.unwrap();
+        let logged = fold_one(&store, ping(c.id, 20, PingKind::Success, "GET")).await;
+        assert_eq!(logged.kind, PingKind::Ignored, "the fold saw the pause");
+        assert!(store.check_by_uuid(c.uuid).await.unwrap().paused);
+        store.set_paused(c.id, false).await.unwrap();
+
+        // Only POST now: a GET is ignored.
+        let mut post_only = spec(r#"{"slug":"c","manual_resume":true,"methods":"POST"}"#);
+        post_only.uuid = Some(c.uuid);
+        store.update_check(c.id, &post_only, 25).await.unwrap();
+        let logged = fold_one(&store, ping(c.id, 30, PingKind::Success, "GET")).await;
+        assert_eq!(
+            logged.kind,
+            PingKind::Ignored,
+            "the fold saw the new methods"
+        );
+
+        // A run timed out after the fold that opened it: the next success
+        // closes no run.
+        let rid = uuid::Uuid::new_v4();
+        let start = NewPing {
+            rid: Some(rid),
+            ..ping(c.id, 40, PingKind::Start, "POST")
+        };
+        store.append_pings(&[start]).await.unwrap();
+        // The run's id as the evaluator learns it.
+        let folded = store.fold(1000).await.unwrap();
+        let run_id = folded.touched[0].summary.open_runs[0].id;
+        assert!(store
+            .time_out_run(c.id, run_id, 50)
+            .await
+            .unwrap()
+            .is_some());
+        store
+            .append_pings(&[ping(c.id, 60, PingKind::Success, "POST")])
+            .await
+            .unwrap();
+        store.fold(1000).await.unwrap();
+        // As written: SQLite's readers replay the pings since its last round
+        // of writes, and a time-out is not a ping.
+        store.flush_folds().await.unwrap();
+        let logged = store.list_pings(c.id, 1).await.unwrap().remove(0);
+        assert_eq!(logged.duration_ms, None, "the fold saw the time-out");
+        let check = store.check_by_uuid(c.uuid).await.unwrap();
+        assert!(check.summary.open_runs.is_empty());
+        assert_eq!(check.summary.n_pings, 5);
+    }
+);
+
+/// Another replica's writes, including its own folds (after a change of
+/// leader), are seen by the next fold here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_folds_see_what_another_replica_wrote() {
+    if !common::postgres_available("postgres_folds_see_what_another_replica_wrote") {
+        return;
+    }
+    let (db, a) = open(Backend::Postgres).await;
+    let config = Config::from_toml(&db.config_toml("")).unwrap();
+    let b = overdue::store::open(&config).await.unwrap();
+    let c = a
+        .create_check(
+            &spec(r#"{"slug":"r","manual_resume":true}"#),
+            CheckSource::Api,
+            1,
+        )
+        .await
+        .unwrap();
+    fold_one(&a, ping(c.id, 10, PingKind::Success, "GET")).await;
+    // B folds pings of its own: A must count them.
+    fold_one(&b, ping(c.id, 20, PingKind::Success, "GET")).await;
+    fold_one(&b, ping(c.id, 30, PingKind::Success, "GET")).await;
+    let logged = fold_one(&a, ping(c.id, 40, PingKind::Success, "GET")).await;
+    assert_eq!(logged.n, 4, "A's fold counted B's pings");
+    // B pauses the check: A's next fold ignores the ping.
+    b.set_paused(c.id, true).await.unwrap();
+    let logged = fold_one(&a, ping(c.id, 50, PingKind::Success, "GET")).await;
+    assert_eq!(logged.kind, PingKind::Ignored);
+    // A change made outside overdue (an operator's UPDATE) counts too.
+    db.sql(&format!(
+        "UPDATE checks SET paused = FALSE WHERE id = {}",
+        c.id
+    ))
+    .await;
+    let logged = fold_one(&a, ping(c.id, 60, PingKind::Success, "GET")).await;
+    assert_eq!(logged.kind, PingKind::Success);
+    let check = a.check_by_uuid(c.uuid).await.unwrap();
+    assert_eq!((check.summary.n_pings, check.paused), (6, false));
+}

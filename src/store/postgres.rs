@@ -36,7 +36,31 @@ pub struct PgStore {
     /// Connections kept for appending pings, outside the pool (see
     /// [`AppendConnections`]).
     appenders: AppendConnections,
+    /// The checks this replica's folds wrote, as they left them.
+    fold_cache: std::sync::Mutex<FoldCache>,
 }
+
+/// The checks this replica's folds wrote (flags, thresholds, summaries), so a
+/// fold need not read them back; on the spread load that read was a fifth of
+/// the fold's time in PostgreSQL.
+///
+/// Valid while nothing else changed those rows: every fold bumps `fold_epoch`
+/// once, and so does every other statement that updates or deletes rows of
+/// `checks` or `check_state` (a trigger, whichever replica or version of
+/// overdue runs it; see migrations/postgres/0010_fold_epoch.sql). A fold that
+/// finds the counter one past where this replica's last fold left it uses the
+/// copy; otherwise it starts again from the database.
+#[derive(Default)]
+struct FoldCache {
+    /// The `fold_epoch` the copy is valid for; `None` while a fold is under way
+    /// (one that fails leaves it so).
+    epoch: Option<i64>,
+    checks: HashMap<i64, Locked>,
+}
+
+/// Checks kept in [`FoldCache`] at most (a few hundred bytes each); past this
+/// it starts again empty, and the next fold reads its checks.
+const FOLD_CACHE_MAX: usize = 200_000;
 
 /// Connections that append pings, each used by one batch at a time and
 /// kept between batches.
@@ -136,7 +160,42 @@ impl PgStore {
             pool,
             appenders,
             fence: std::sync::RwLock::new(None),
+            fold_cache: std::sync::Mutex::new(FoldCache::default()),
         })
+    }
+
+    /// Takes the cached copies of these checks for a fold that bumped
+    /// `fold_epoch` to `epoch`, and says which must be read: all of them
+    /// unless the cache is valid for `epoch - 1`. Until the fold hands its
+    /// checks back ([`Self::keep_checks`]) the cache is marked invalid.
+    fn cached_checks(&self, ids: &[i64], epoch: i64) -> (HashMap<i64, Locked>, Vec<i64>) {
+        let mut cache = self.fold_cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.epoch != Some(epoch - 1) {
+            cache.checks.clear();
+        }
+        cache.epoch = None;
+        let mut found = HashMap::with_capacity(ids.len());
+        let mut missing = Vec::new();
+        for id in ids {
+            match cache.checks.remove(id) {
+                Some(check) => {
+                    found.insert(*id, check);
+                }
+                None => missing.push(*id),
+            }
+        }
+        (found, missing)
+    }
+
+    /// Keeps the checks a committed fold wrote, as it wrote them, valid for
+    /// the `fold_epoch` it left.
+    fn keep_checks(&self, checks: HashMap<i64, Locked>, epoch: i64) {
+        let mut cache = self.fold_cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.checks.len() + checks.len() > FOLD_CACHE_MAX {
+            cache.checks.clear();
+        }
+        cache.checks.extend(checks);
+        cache.epoch = Some(epoch);
     }
 
     /// A read-only transaction that reads one snapshot throughout.
@@ -560,11 +619,15 @@ impl Store for PgStore {
     async fn fold(&self, limit: usize) -> Result<Folded, StoreError> {
         let mut tx = self.pool.begin().await?;
         // One folder at a time across replicas, so pings of a check are
-        // applied in order; the others skip this round.
-        let (got,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_xact_lock($1)")
-            .bind(FOLD_LOCK)
-            .fetch_one(&mut *tx)
-            .await?;
+        // applied in order; the others skip this round. `overdue.folding`
+        // keeps the fold's own writes from bumping `fold_epoch` (it bumps it
+        // once, below).
+        let (got, _): (bool, String) = sqlx::query_as(
+            "SELECT pg_try_advisory_xact_lock($1), set_config('overdue.folding', 'on', true)",
+        )
+        .bind(FOLD_LOCK)
+        .fetch_one(&mut *tx)
+        .await?;
         if !got {
             return Ok(Folded::default());
         }
@@ -586,18 +649,27 @@ impl Store for PgStore {
         let mut ids: Vec<i64> = pings.iter().map(|p| p.ping.check_id).collect();
         ids.sort_unstable();
         ids.dedup();
-        // No row locks: everything else that changes these rows holds the
-        // fold lock too (see [`lock_folds`]), and locking ~1,000 rows per
-        // fold wrote each of them once more.
-        let sql = format!(
-            "SELECT {WRITER_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
-             WHERE c.id = ANY($1)"
-        );
-        let rows: Vec<WriterRow> = sqlx::query_as(&sql).bind(&ids).fetch_all(&mut *tx).await?;
-        let mut locked: HashMap<i64, Locked> = HashMap::with_capacity(rows.len());
-        for row in rows {
-            let (id, check) = row.into_parts()?;
-            locked.insert(id, check);
+        let epoch: i64 =
+            sqlx::query_scalar("UPDATE fold_epoch SET n = n + 1 WHERE id = 1 RETURNING n")
+                .fetch_one(&mut *tx)
+                .await?;
+        let (mut locked, missing) = self.cached_checks(&ids, epoch);
+        if !missing.is_empty() {
+            // No row locks: everything else that changes these rows holds the
+            // fold lock too (see [`lock_folds`]), and locking ~1,000 rows per
+            // fold wrote each of them once more.
+            let sql = format!(
+                "SELECT {WRITER_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+                 WHERE c.id = ANY($1)"
+            );
+            let rows: Vec<WriterRow> = sqlx::query_as(&sql)
+                .bind(&missing)
+                .fetch_all(&mut *tx)
+                .await?;
+            for row in rows {
+                let (id, check) = row.into_parts()?;
+                locked.insert(id, check);
+            }
         }
 
         let starts = pings
@@ -678,6 +750,7 @@ impl Store for PgStore {
                 })
             })
             .collect();
+        self.keep_checks(locked, epoch);
         Ok(Folded {
             pings: pings.len(),
             touched,
