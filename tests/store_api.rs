@@ -329,4 +329,35 @@ async fn postgres_folds_see_what_another_replica_wrote() {
     assert_eq!(logged.kind, PingKind::Success);
     let check = a.check_by_uuid(c.uuid).await.unwrap();
     assert_eq!((check.summary.n_pings, check.paused), (6, false));
+    // Another history (a restore, a failover that lost commits) whose
+    // counter is where A's last fold left it: the token tells them apart.
+    db.sql(&format!(
+        "UPDATE checks SET paused = TRUE WHERE id = {}; \
+         UPDATE fold_epoch SET n = n - 1, token = 'another history'",
+        c.id
+    ))
+    .await;
+    let logged = fold_one(&a, ping(c.id, 70, PingKind::Success, "GET")).await;
+    assert_eq!(logged.kind, PingKind::Ignored);
+}
+
+/// A fold bumps `fold_epoch` once, whatever it writes: were its own writes
+/// to bump it too, every fold would find its copy stale and read every check
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_fold_bumps_the_fold_epoch_once() {
+    if !common::postgres_available("postgres_a_fold_bumps_the_fold_epoch_once") {
+        return;
+    }
+    let (db, store) = open(Backend::Postgres).await;
+    let c = store
+        .create_check(&spec(r#"{"slug":"e"}"#), CheckSource::Api, 1)
+        .await
+        .unwrap();
+    store.set_paused(c.id, true).await.unwrap();
+    let before = db.count("SELECT n FROM fold_epoch").await;
+    // The ping resumes the check: the fold writes checks and check_state.
+    fold_one(&store, ping(c.id, 10, PingKind::Success, "GET")).await;
+    assert!(!store.check_by_uuid(c.uuid).await.unwrap().paused);
+    assert_eq!(db.count("SELECT n FROM fold_epoch").await, before + 1);
 }

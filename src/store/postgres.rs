@@ -38,6 +38,9 @@ pub struct PgStore {
     appenders: AppendConnections,
     /// The checks this replica's folds wrote, as they left them.
     fold_cache: std::sync::Mutex<FoldCache>,
+    /// Held by a fold from start to end: two folds of this process at once
+    /// would hand the cache back out of order.
+    folding: tokio::sync::Mutex<()>,
 }
 
 /// The checks this replica's folds wrote (flags, thresholds, summaries), so a
@@ -45,17 +48,26 @@ pub struct PgStore {
 /// the fold's time in PostgreSQL.
 ///
 /// Valid while nothing else changed those rows: every fold bumps `fold_epoch`
-/// once, and so does every other statement that updates or deletes rows of
-/// `checks` or `check_state` (a trigger, whichever replica or version of
-/// overdue runs it; see migrations/postgres/0010_fold_epoch.sql). A fold that
-/// finds the counter one past where this replica's last fold left it uses the
-/// copy; otherwise it starts again from the database.
+/// once and leaves a token of its own there, and every other statement that
+/// updates or deletes rows of `checks` or `check_state` bumps it too (a
+/// trigger, whichever replica or version of overdue runs it; see
+/// migrations/postgres/0010_fold_epoch.sql). A fold that finds the counter
+/// and the token as this replica's last fold left them uses the copy;
+/// otherwise it starts again from the database.
 #[derive(Default)]
 struct FoldCache {
     /// The `fold_epoch` the copy is valid for; `None` while a fold is under way
     /// (one that fails leaves it so).
-    epoch: Option<i64>,
+    epoch: Option<Epoch>,
     checks: HashMap<i64, Locked>,
+}
+
+/// A value of `fold_epoch`: its counter and the token of the fold that
+/// wrote it last.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Epoch {
+    n: i64,
+    token: Option<String>,
 }
 
 /// Checks kept in [`FoldCache`] at most (a few hundred bytes each); past this
@@ -161,17 +173,19 @@ impl PgStore {
             appenders,
             fence: std::sync::RwLock::new(None),
             fold_cache: std::sync::Mutex::new(FoldCache::default()),
+            folding: tokio::sync::Mutex::new(()),
         })
     }
 
-    /// Takes the cached copies of these checks for a fold that bumped
-    /// `fold_epoch` to `epoch`, and says which must be read: all of them
-    /// unless the cache is valid for `epoch - 1`. Until the fold hands its
-    /// checks back ([`Self::keep_checks`]) the cache is marked invalid.
-    fn cached_checks(&self, ids: &[i64], epoch: i64) -> (HashMap<i64, Locked>, Vec<i64>) {
+    /// Takes the cached copies of these checks for a fold that found
+    /// `fold_epoch` at `found`, and says which must be read: all of them
+    /// unless the cache is valid for `found`. Until the fold hands its checks
+    /// back ([`Self::keep_checks`]) the cache is marked invalid.
+    fn cached_checks(&self, ids: &[i64], found: &Epoch) -> (HashMap<i64, Locked>, Vec<i64>) {
         let mut cache = self.fold_cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.epoch != Some(epoch - 1) {
-            cache.checks.clear();
+        if cache.epoch.as_ref() != Some(found) {
+            // A new map, not `clear`: one that grew on a peak gives its memory back.
+            cache.checks = HashMap::new();
         }
         cache.epoch = None;
         let mut found = HashMap::with_capacity(ids.len());
@@ -189,10 +203,10 @@ impl PgStore {
 
     /// Keeps the checks a committed fold wrote, as it wrote them, valid for
     /// the `fold_epoch` it left.
-    fn keep_checks(&self, checks: HashMap<i64, Locked>, epoch: i64) {
+    fn keep_checks(&self, checks: HashMap<i64, Locked>, epoch: Epoch) {
         let mut cache = self.fold_cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.checks.len() + checks.len() > FOLD_CACHE_MAX {
-            cache.checks.clear();
+            cache.checks = HashMap::new();
         }
         cache.checks.extend(checks);
         cache.epoch = Some(epoch);
@@ -617,6 +631,7 @@ impl Store for PgStore {
     }
 
     async fn fold(&self, limit: usize) -> Result<Folded, StoreError> {
+        let _one_at_a_time = self.folding.lock().await;
         let mut tx = self.pool.begin().await?;
         // One folder at a time across replicas, so pings of a check are
         // applied in order; the others skip this round. `overdue.folding`
@@ -649,11 +664,24 @@ impl Store for PgStore {
         let mut ids: Vec<i64> = pings.iter().map(|p| p.ping.check_id).collect();
         ids.sort_unstable();
         ids.dedup();
-        let epoch: i64 =
-            sqlx::query_scalar("UPDATE fold_epoch SET n = n + 1 WHERE id = 1 RETURNING n")
-                .fetch_one(&mut *tx)
-                .await?;
-        let (mut locked, missing) = self.cached_checks(&ids, epoch);
+        let token = Uuid::new_v4().to_string();
+        let (found_n, found_token): (i64, Option<String>) = sqlx::query_as(
+            "WITH old AS (SELECT n, token FROM fold_epoch WHERE id = 1 FOR UPDATE) \
+             UPDATE fold_epoch f SET n = old.n + 1, token = $1 FROM old WHERE f.id = 1 \
+             RETURNING old.n, old.token",
+        )
+        .bind(&token)
+        .fetch_one(&mut *tx)
+        .await?;
+        let found = Epoch {
+            n: found_n,
+            token: found_token,
+        };
+        let epoch = Epoch {
+            n: found_n + 1,
+            token: Some(token),
+        };
+        let (mut locked, missing) = self.cached_checks(&ids, &found);
         if !missing.is_empty() {
             // No row locks: everything else that changes these rows holds the
             // fold lock too (see [`lock_folds`]), and locking ~1,000 rows per
