@@ -263,18 +263,18 @@ pub(crate) fn quiet_detail(entering: bool) -> &'static str {
 /// The columns of `ping_inbox`, as both backends read them.
 #[derive(sqlx::FromRow)]
 pub(crate) struct InboxRow {
-    id: i64,
-    check_id: i64,
-    at: i64,
-    kind: String,
-    exit_status: Option<i64>,
-    items: Option<i64>,
-    rid: Option<String>,
-    method: String,
-    remote_addr: Option<String>,
-    user_agent: Option<String>,
-    scheme: String,
-    body: Option<Vec<u8>>,
+    pub id: i64,
+    pub check_id: i64,
+    pub at: i64,
+    pub kind: String,
+    pub exit_status: Option<i64>,
+    pub items: Option<i64>,
+    pub rid: Option<String>,
+    pub method: String,
+    pub remote_addr: Option<String>,
+    pub user_agent: Option<String>,
+    pub scheme: String,
+    pub body: Option<Vec<u8>>,
 }
 
 pub(crate) const INBOX_COLUMNS: &str = "id, check_id, at, kind, exit_status, items, rid, \
@@ -306,19 +306,18 @@ impl InboxRow {
 }
 
 /// One folded ping: what it was recorded as.
-pub(crate) struct FoldedPing<'a> {
+pub(crate) struct FoldedPing {
     pub id: i64,
     pub n: i64,
     pub kind: PingKind,
     pub duration_ms: Option<i64>,
-    pub ping: &'a NewPing,
 }
 
 /// What folding a run of inbox pings into the given checks produces; the
 /// checks' summaries are updated in place.
 #[derive(Default)]
-pub(crate) struct FoldPlan<'a> {
-    pub pings: Vec<FoldedPing<'a>>,
+pub(crate) struct FoldPlan {
+    pub pings: Vec<FoldedPing>,
     pub runs: Vec<(i64, RunChange)>,
     pub resumed: Vec<i64>,
     pub touched: Vec<i64>,
@@ -332,11 +331,11 @@ pub const OVERLAP_EVENT: &str = "overlap";
 /// Applies inbox pings in order to the checks' summaries (SPEC §2–§4): the
 /// one place, for both backends, that decides what a ping is recorded as.
 /// Pings of checks that no longer exist are dropped.
-pub(crate) fn plan_fold<'a>(
-    pings: &'a [InboxPing],
+pub(crate) fn plan_fold(
+    pings: &[InboxPing],
     checks: &mut HashMap<i64, WriterCheck>,
     next_run_id: &mut dyn FnMut() -> i64,
-) -> FoldPlan<'a> {
+) -> FoldPlan {
     let mut plan = FoldPlan::default();
     let mut seen = std::collections::HashSet::new();
     for p in pings {
@@ -376,7 +375,6 @@ pub(crate) fn plan_fold<'a>(
             n: applied.n,
             kind,
             duration_ms: applied.duration_ms,
-            ping: &p.ping,
         });
     }
     plan

@@ -600,7 +600,7 @@ impl Store for PgStore {
         }
         let mut c = PingColumns::default();
         for p in pings {
-            c.push(p, p.kind, None, None);
+            c.push(p);
         }
         // One statement: committed together or not at all.
         let mut conn = self.appenders.take().await?;
@@ -646,19 +646,21 @@ impl Store for PgStore {
         if !got {
             return Ok(Folded::default());
         }
-        let sql = format!(
-            "DELETE FROM ping_inbox WHERE id IN \
-             (SELECT id FROM ping_inbox ORDER BY id LIMIT $1) RETURNING {INBOX_COLUMNS}"
-        );
-        let rows: Vec<InboxRow> = sqlx::query_as(&sql)
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&mut *tx)
-            .await?;
+        // Only what folding needs: the rest of each row (body, address, user
+        // agent) goes from the inbox to the log inside the server, below.
+        let rows: Vec<FoldRow> = sqlx::query_as(
+            "SELECT id, check_id, at, kind, exit_status, items, rid, method FROM ping_inbox \
+             ORDER BY id LIMIT $1",
+        )
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&mut *tx)
+        .await?;
         if rows.is_empty() {
             return Ok(Folded::default());
         }
         let more = rows.len() >= limit;
-        let mut pings: Vec<InboxPing> = rows.into_iter().map(InboxRow::into_ping).collect();
+        let taken: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let mut pings: Vec<InboxPing> = rows.into_iter().map(FoldRow::into_ping).collect();
         pings.sort_by_key(|p| p.id);
 
         let mut ids: Vec<i64> = pings.iter().map(|p| p.ping.check_id).collect();
@@ -715,37 +717,37 @@ impl Store for PgStore {
             Vec::new()
         };
         run_ids.reverse();
-        let mut plan = plan_fold(&pings, &mut locked, &mut || run_ids.pop().unwrap_or(-1));
-        plan.pings.sort_by_key(|p| (p.ping.check_id, p.id));
+        let plan = plan_fold(&pings, &mut locked, &mut || run_ids.pop().unwrap_or(-1));
 
+        // The taken rows leave the inbox; the folded ones (not those of
+        // deleted checks) enter the log with what the fold made of them.
+        let (mut ids, mut ns, mut kinds, mut durations) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for f in &plan.pings {
+            ids.push(f.id);
+            ns.push(f.n);
+            kinds.push(f.kind.as_str());
+            durations.push(f.duration_ms);
+        }
+        sqlx::query(
+            "WITH moved AS (DELETE FROM ping_inbox i USING UNNEST($1::bigint[]) AS t(id) \
+             WHERE i.id = t.id RETURNING i.*) \
+             INSERT INTO pings (id, n, check_id, at, kind, exit_status, items, rid, method, \
+             remote_addr, user_agent, scheme, body, duration_ms) \
+             SELECT m.id, f.n, m.check_id, m.at, f.kind, m.exit_status, m.items, m.rid, \
+             m.method, m.remote_addr, m.user_agent, m.scheme, m.body, f.duration_ms \
+             FROM moved m JOIN UNNEST($2::bigint[], $3::bigint[], $4::text[], $5::bigint[]) \
+             AS f(id, n, kind, duration_ms) ON f.id = m.id \
+             ORDER BY m.check_id, m.id",
+        )
+        .bind(&taken)
+        .bind(&ids)
+        .bind(&ns)
+        .bind(&kinds)
+        .bind(&durations)
+        .execute(&mut *tx)
+        .await?;
         if !plan.pings.is_empty() {
-            let mut cols = PingColumns::default();
-            for f in &plan.pings {
-                cols.push(f.ping, f.kind, Some((f.id, f.n)), f.duration_ms);
-            }
-            sqlx::query(
-                "INSERT INTO pings (id, n, check_id, at, kind, exit_status, items, rid, method, \
-                 remote_addr, user_agent, scheme, body, duration_ms) \
-                 SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], \
-                 $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[], \
-                 $11::text[], $12::text[], $13::bytea[], $14::bigint[])",
-            )
-            .bind(&cols.id)
-            .bind(&cols.n)
-            .bind(&cols.check_id)
-            .bind(&cols.at)
-            .bind(&cols.kind)
-            .bind(&cols.exit_status)
-            .bind(&cols.items)
-            .bind(&cols.rid)
-            .bind(&cols.method)
-            .bind(&cols.remote_addr)
-            .bind(&cols.user_agent)
-            .bind(&cols.scheme)
-            .bind(&cols.body)
-            .bind(&cols.duration_ms)
-            .execute(&mut *tx)
-            .await?;
             write_summaries(&mut tx, &locked).await?;
             write_runs(&mut tx, &plan.runs).await?;
         }
@@ -915,6 +917,41 @@ async fn pending_on(
     Ok(rows.into_iter().map(InboxRow::into_ping).collect())
 }
 
+/// The columns of an inbox row that folding reads.
+#[derive(sqlx::FromRow)]
+struct FoldRow {
+    id: i64,
+    check_id: i64,
+    at: i64,
+    kind: String,
+    exit_status: Option<i64>,
+    items: Option<i64>,
+    rid: Option<String>,
+    method: String,
+}
+
+impl FoldRow {
+    /// The ping as far as folding is concerned: without its body, address,
+    /// user agent and scheme, which only the log keeps.
+    fn into_ping(self) -> InboxPing {
+        InboxRow {
+            id: self.id,
+            check_id: self.check_id,
+            at: self.at,
+            kind: self.kind,
+            exit_status: self.exit_status,
+            items: self.items,
+            rid: self.rid,
+            method: self.method,
+            remote_addr: None,
+            user_agent: None,
+            scheme: String::new(),
+            body: None,
+        }
+        .into_ping()
+    }
+}
+
 /// Advisory lock key held by the replica that folds the inbox, and by every
 /// other transaction that changes what a fold reads or writes (a check's
 /// flags and thresholds, its summary, its existence).
@@ -933,8 +970,6 @@ async fn lock_folds(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>) -> Result<()
 /// A batch of pings as column arrays, for one `UNNEST` insert.
 #[derive(Default)]
 struct PingColumns {
-    id: Vec<i64>,
-    n: Vec<i64>,
     check_id: Vec<i64>,
     at: Vec<i64>,
     kind: Vec<&'static str>,
@@ -946,25 +981,13 @@ struct PingColumns {
     user_agent: Vec<Option<String>>,
     scheme: Vec<&'static str>,
     body: Vec<Vec<u8>>,
-    duration_ms: Vec<Option<i64>>,
 }
 
 impl PingColumns {
-    /// `folded`: the ping's id and sequence number, for the ping log.
-    fn push(
-        &mut self,
-        p: &NewPing,
-        kind: PingKind,
-        folded: Option<(i64, i64)>,
-        duration_ms: Option<i64>,
-    ) {
-        if let Some((id, n)) = folded {
-            self.id.push(id);
-            self.n.push(n);
-        }
+    fn push(&mut self, p: &NewPing) {
         self.check_id.push(p.check_id);
         self.at.push(p.at);
-        self.kind.push(kind.as_str());
+        self.kind.push(p.kind.as_str());
         self.exit_status.push(p.exit_status.map(i64::from));
         self.items.push(p.items.map(clamp_items));
         self.rid.push(p.rid.map(|r| r.to_string()));
@@ -975,7 +998,6 @@ impl PingColumns {
             .push(p.user_agent.as_ref().map(|s| s.replace('\0', "")));
         self.scheme.push(p.scheme);
         self.body.push(p.body.clone());
-        self.duration_ms.push(duration_ms);
     }
 }
 
