@@ -263,18 +263,18 @@ pub(crate) fn quiet_detail(entering: bool) -> &'static str {
 /// The columns of `ping_inbox`, as both backends read them.
 #[derive(sqlx::FromRow)]
 pub(crate) struct InboxRow {
-    pub id: i64,
-    pub check_id: i64,
-    pub at: i64,
-    pub kind: String,
-    pub exit_status: Option<i64>,
-    pub items: Option<i64>,
-    pub rid: Option<String>,
-    pub method: String,
-    pub remote_addr: Option<String>,
-    pub user_agent: Option<String>,
-    pub scheme: String,
-    pub body: Option<Vec<u8>>,
+    id: i64,
+    check_id: i64,
+    at: i64,
+    kind: String,
+    exit_status: Option<i64>,
+    items: Option<i64>,
+    rid: Option<String>,
+    method: String,
+    remote_addr: Option<String>,
+    user_agent: Option<String>,
+    scheme: String,
+    body: Option<Vec<u8>>,
 }
 
 pub(crate) const INBOX_COLUMNS: &str = "id, check_id, at, kind, exit_status, items, rid, \

@@ -648,9 +648,10 @@ impl Store for PgStore {
         }
         // Only what folding needs: the rest of each row (body, address, user
         // agent) goes from the inbox to the log inside the server, below.
-        let rows: Vec<FoldRow> = sqlx::query_as(
-            "SELECT id, check_id, at, kind, exit_status, items, rid, method FROM ping_inbox \
-             ORDER BY id LIMIT $1",
+        let rows: Vec<InboxRow> = sqlx::query_as(
+            "SELECT id, check_id, at, kind, exit_status, items, rid, method, \
+             NULL::text AS remote_addr, NULL::text AS user_agent, '' AS scheme, \
+             NULL::bytea AS body FROM ping_inbox ORDER BY id LIMIT $1",
         )
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(&mut *tx)
@@ -661,8 +662,8 @@ impl Store for PgStore {
         let more = rows.len() >= limit;
         let taken: Vec<i64> = rows.iter().map(|r| r.id).collect();
         let (first_taken, last_taken) = (taken[0], taken[taken.len() - 1]);
-        let mut pings: Vec<InboxPing> = rows.into_iter().map(FoldRow::into_ping).collect();
-        pings.sort_by_key(|p| p.id);
+        // In id order, as read.
+        let pings: Vec<InboxPing> = rows.into_iter().map(InboxRow::into_ping).collect();
 
         let mut ids: Vec<i64> = pings.iter().map(|p| p.ping.check_id).collect();
         ids.sort_unstable();
@@ -722,10 +723,10 @@ impl Store for PgStore {
 
         // The taken rows leave the inbox; the folded ones (not those of
         // deleted checks) enter the log with what the fold made of them.
-        let (mut ids, mut ns, mut kinds, mut durations) =
+        let (mut logged, mut ns, mut kinds, mut durations) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for f in &plan.pings {
-            ids.push(f.id);
+            logged.push(f.id);
             ns.push(f.n);
             kinds.push(f.kind.as_str());
             durations.push(f.duration_ms);
@@ -742,7 +743,7 @@ impl Store for PgStore {
              ORDER BY m.check_id, m.id",
         )
         .bind(&taken)
-        .bind(&ids)
+        .bind(&logged)
         .bind(&ns)
         .bind(&kinds)
         .bind(&durations)
@@ -920,41 +921,6 @@ async fn pending_on(
         .fetch_all(&mut *conn)
         .await?;
     Ok(rows.into_iter().map(InboxRow::into_ping).collect())
-}
-
-/// The columns of an inbox row that folding reads.
-#[derive(sqlx::FromRow)]
-struct FoldRow {
-    id: i64,
-    check_id: i64,
-    at: i64,
-    kind: String,
-    exit_status: Option<i64>,
-    items: Option<i64>,
-    rid: Option<String>,
-    method: String,
-}
-
-impl FoldRow {
-    /// The ping as far as folding is concerned: without its body, address,
-    /// user agent and scheme, which only the log keeps.
-    fn into_ping(self) -> InboxPing {
-        InboxRow {
-            id: self.id,
-            check_id: self.check_id,
-            at: self.at,
-            kind: self.kind,
-            exit_status: self.exit_status,
-            items: self.items,
-            rid: self.rid,
-            method: self.method,
-            remote_addr: None,
-            user_agent: None,
-            scheme: String::new(),
-            body: None,
-        }
-        .into_ping()
-    }
 }
 
 /// Advisory lock key held by the replica that folds the inbox, and by every
