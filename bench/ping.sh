@@ -11,7 +11,13 @@
 # around it (examples/noop.rs, an axum handler that answers 200 "OK" and does
 # nothing), because the machine's own speed moves between runs. All runs use the
 # same wrk Lua script (bench/spread.lua), so wrk does the same work per request
-# in every run. Results are printed and written to BENCHMARKS.md.
+# in every run.
+#
+# The whole sequence is repeated BENCH_RUNS times (databases alternating, each
+# run on a fresh server and database), because on a shared 2-CPU machine one
+# 10 s run's ratio is good to about ±10%. Each cell reports the median ratio and
+# the median p99 of its runs, and lists every run. Results are printed and
+# written to BENCHMARKS.md.
 #
 # Usage: bench/ping.sh
 #
@@ -19,6 +25,7 @@
 #   BENCH_DURATION              wrk duration per run (default 10s)
 #   BENCH_CONNECTIONS           wrk connections (default 64)
 #   BENCH_DATABASES             databases to measure (default "sqlite postgres")
+#   BENCH_RUNS                  how many times the sequence runs (default 3)
 #   OVERDUE_BENCH_POSTGRES_URL  admin URL of a PostgreSQL server; a database
 #                               overdue_bench_<random> is created next to the one
 #                               it names and dropped afterwards
@@ -33,6 +40,7 @@ set -euo pipefail
 DURATION=${BENCH_DURATION:-10s}
 CONNECTIONS=${BENCH_CONNECTIONS:-64}
 DATABASES=${BENCH_DATABASES:-sqlite postgres}
+RUNS=${BENCH_RUNS:-3}
 PG_ADMIN_URL=${OVERDUE_BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}
 OUTPUT_DIR=${BENCH_OUTPUT_DIR:-}
 [[ -z $OUTPUT_DIR || $OUTPUT_DIR == /* ]] || OUTPUT_DIR=$PWD/$OUTPUT_DIR
@@ -64,6 +72,7 @@ command -v wrk >/dev/null || die "wrk is not installed. Install it with: apt-get
 command -v curl >/dev/null || die "curl is not installed"
 command -v cargo >/dev/null || die "cargo is not installed"
 [[ $CONNECTIONS =~ ^[0-9]+$ ]] || die "BENCH_CONNECTIONS must be a number, got '$CONNECTIONS'"
+[[ $RUNS =~ ^[0-9]+$ ]] && ((RUNS >= 1)) || die "BENCH_RUNS must be a number of at least 1, got '$RUNS'"
 for db in $DATABASES; do
     [[ $db == sqlite || $db == postgres ]] || die "BENCH_DATABASES: unknown database '$db' (sqlite, postgres)"
 done
@@ -134,10 +143,16 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # A TCP port nothing on 127.0.0.1 answers on (the server fails loudly if it is taken).
+# Picked below the kernel's range of ephemeral ports where it leaves room, so
+# that no client connection (wrk's, curl's) holds it.
 free_port() {
-    local p _
+    local p _ low=20000 span=40000 eph
+    eph=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true)
+    if [[ $eph =~ ^[0-9]+$ ]] && ((eph > 12000)); then
+        low=10000 span=$((eph - 10000))
+    fi
     for _ in $(seq 1 100); do
-        p=$((20000 + RANDOM % 40000))
+        p=$((low + RANDOM % span))
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
             echo "$p"
             return 0
@@ -196,10 +211,22 @@ SERVER_PID=""
 SERVER_URL=""
 
 # start_server DATABASE_URL LOG: starts `overdue serve` and waits until /readyz answers 200.
+# A port picked as free can still be taken before the server binds it (wrk's own
+# connections use ports from the ephemeral range): then it tries another.
 start_server() {
-    local database_url=$1 port
+    local attempt
+    for attempt in 1 2 3 4 5; do
+        start_server_on "$@" "$(free_port)" && return 0
+        stop_server
+        echo "   port taken, trying another (attempt $attempt)"
+    done
+    die "overdue could not bind a port in 5 attempts"
+}
+
+# start_server_on DATABASE_URL LOG PORT: returns 1 if the port was taken.
+start_server_on() {
+    local database_url=$1 port=$3
     SERVER_LOG=$2
-    port=$(free_port)
     SERVER_URL="http://127.0.0.1:$port"
     cat >"$WORK/overdue.toml" <<EOF
 listen = "127.0.0.1:$port"
@@ -215,6 +242,7 @@ EOF
     PIDS+=("$SERVER_PID")
     for _ in $(seq 1 300); do
         if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+            grep -q 'Address already in use' "$SERVER_LOG" && return 1
             tail -n 20 "$SERVER_LOG" >&2
             die "overdue exited during start-up (log above)"
         fi
@@ -412,70 +440,82 @@ ratio() { awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN {printf "%.2f", a / ((b + c) 
 meets_min() { awk -v v="$1" -v t="$2" 'BEGIN {exit !(v >= t)}'; }
 meets_max() { awk -v v="$1" -v t="$2" 'BEGIN {exit !(v <= t)}'; }
 
-# record LOAD DB RPS NOOP_BEFORE NOOP_AFTER P99 TARGET_RATIO TARGET_P99 NOTE
+# record RUN LOAD DB RPS NOOP_BEFORE NOOP_AFTER P99 TARGET_RATIO TARGET_P99 NOTE
 record() {
     local r
-    r=$(ratio "$3" "$4" "$5")
-    printf '%s|%s|%s|%s|%s|%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "$5" "$r" "$6" "$7" "$8" "$9" >>"$RESULTS/rows"
+    r=$(ratio "$4" "$5" "$6")
+    printf '%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$r" "$7" "$8" "$9" "${10}" >>"$RESULTS/rows"
 }
 
+# PostgreSQL is measured only if the server answers (checked once, before the runs).
+MEASURED=()
 for db in $DATABASES; do
-    case $db in
-        sqlite)
-            label=SQLite
-            mkdir -p "$WORK/sqlite"
-            database_url="sqlite://$WORK/sqlite/overdue.db"
-            t_one=0.5 t_spread=0.4 t_p99=10
-            ;;
-        postgres)
-            label=PostgreSQL
-            t_one=0.3 t_spread=0.25 t_p99=15
-            if ! command -v psql >/dev/null; then
-                echo "== PostgreSQL: skipped, psql is not installed"
-                NOTES+=("PostgreSQL: not measured (psql is not installed).")
-                continue
-            fi
-            if ! PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAtc 'SELECT 1' >/dev/null 2>"$WORK/psql.err"; then
-                echo "== PostgreSQL: skipped, cannot connect to $(redact "$PG_ADMIN_URL"): $(head -n1 "$WORK/psql.err")"
-                NOTES+=("PostgreSQL: not measured (cannot connect to $(redact "$PG_ADMIN_URL")).")
-                continue
-            fi
-            PG_VERSION=$(PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAtc 'SHOW server_version' || true)
-            PG_DB="overdue_bench_$(date +%s)_$RANDOM"
-            PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAt -v ON_ERROR_STOP=1 -c "CREATE DATABASE \"$PG_DB\"" >/dev/null
-            # Same server and options, database name replaced.
-            base=${PG_ADMIN_URL%%\?*}
-            query=${PG_ADMIN_URL#"$base"}
-            if [[ ${base#*://} == */* ]]; then base=${base%/*}; fi
-            database_url="$base/$PG_DB$query"
-            ;;
-    esac
+    if [[ $db == postgres ]]; then
+        if ! command -v psql >/dev/null; then
+            echo "== PostgreSQL: skipped, psql is not installed"
+            NOTES+=("PostgreSQL: not measured (psql is not installed).")
+            continue
+        fi
+        if ! PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAtc 'SELECT 1' >/dev/null 2>"$WORK/psql.err"; then
+            echo "== PostgreSQL: skipped, cannot connect to $(redact "$PG_ADMIN_URL"): $(head -n1 "$WORK/psql.err")"
+            NOTES+=("PostgreSQL: not measured (cannot connect to $(redact "$PG_ADMIN_URL")).")
+            continue
+        fi
+        PG_VERSION=$(PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAtc 'SHOW server_version' || true)
+    fi
+    MEASURED+=("$db")
+done
 
-    echo "== $label"
-    start_server "$database_url" "$WORK/overdue.$db.log"
-    echo "   overdue on $SERVER_URL"
+for run in $(seq 1 "$RUNS"); do
+    for db in "${MEASURED[@]}"; do
+        case $db in
+            sqlite)
+                label=SQLite
+                rm -rf "$WORK/sqlite"
+                mkdir -p "$WORK/sqlite"
+                database_url="sqlite://$WORK/sqlite/overdue.db"
+                t_one=0.5 t_spread=0.4 t_p99=10
+                ;;
+            postgres)
+                label=PostgreSQL
+                t_one=0.3 t_spread=0.25 t_p99=15
+                PG_DB="overdue_bench_$(date +%s)_$RANDOM"
+                PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAt -v ON_ERROR_STOP=1 -c "CREATE DATABASE \"$PG_DB\"" >/dev/null
+                # Same server and options, database name replaced.
+                base=${PG_ADMIN_URL%%\?*}
+                query=${PG_ADMIN_URL#"$base"}
+                if [[ ${base#*://} == */* ]]; then base=${base%/*}; fi
+                database_url="$base/$PG_DB$query"
+                ;;
+        esac
 
-    t0=$SECONDS
-    create_checks 0 0 "$RESULTS/one.$db.txt"
-    create_checks 1 "$N_CHECKS" "$RESULTS/spread.$db.txt"
-    echo "   created 1 + $(fmt_int "$N_CHECKS") checks in $((SECONDS - t0)) s"
+        echo "== $label, run $run of $RUNS"
+        start_server "$database_url" "$WORK/overdue.$db.$run.log"
+        echo "   overdue on $SERVER_URL"
 
-    noop_run "noop-before-one-$db" "$RESULTS/one.$db.txt"
-    nb=$RPS
-    overdue_run "overdue-one-$db" "$RESULTS/one.$db.txt"
-    o_rps=$RPS o_p99=$P99_MS o_note="one check: $PINGS_NOTE"
-    noop_run "noop-between-$db" "$RESULTS/spread.$db.txt"
-    nm=$RPS
-    record "one check" "$label" "$o_rps" "$nb" "$nm" "$o_p99" "$t_one" "$t_p99" "$o_note"
-    overdue_run "overdue-spread-$db" "$RESULTS/spread.$db.txt"
-    o_rps=$RPS o_p99=$P99_MS o_note="$(fmt_int "$N_CHECKS") checks: $PINGS_NOTE"
-    noop_run "noop-after-spread-$db" "$RESULTS/spread.$db.txt"
-    na=$RPS
-    record "$(fmt_int "$N_CHECKS") checks" "$label" "$o_rps" "$nm" "$na" "$o_p99" "$t_spread" "$t_p99" "$o_note"
+        t0=$SECONDS
+        create_checks 0 0 "$RESULTS/one.$db.$run.txt"
+        create_checks 1 "$N_CHECKS" "$RESULTS/spread.$db.$run.txt"
+        echo "   created 1 + $(fmt_int "$N_CHECKS") checks in $((SECONDS - t0)) s"
 
-    server_log_problems "$label"
-    stop_server
-    [[ $db == postgres ]] && drop_pg_db
+        tag="$db-$run"
+        noop_run "noop-before-one-$tag" "$RESULTS/one.$db.$run.txt"
+        nb=$RPS
+        overdue_run "overdue-one-$tag" "$RESULTS/one.$db.$run.txt"
+        o_rps=$RPS o_p99=$P99_MS o_note="one check, run $run: $PINGS_NOTE"
+        noop_run "noop-between-$tag" "$RESULTS/spread.$db.$run.txt"
+        nm=$RPS
+        record "$run" "one check" "$label" "$o_rps" "$nb" "$nm" "$o_p99" "$t_one" "$t_p99" "$o_note"
+        overdue_run "overdue-spread-$tag" "$RESULTS/spread.$db.$run.txt"
+        o_rps=$RPS o_p99=$P99_MS o_note="$(fmt_int "$N_CHECKS") checks, run $run: $PINGS_NOTE"
+        noop_run "noop-after-spread-$tag" "$RESULTS/spread.$db.$run.txt"
+        na=$RPS
+        record "$run" "$(fmt_int "$N_CHECKS") checks" "$label" "$o_rps" "$nm" "$na" "$o_p99" "$t_spread" "$t_p99" "$o_note"
+
+        server_log_problems "$label, run $run"
+        stop_server
+        [[ $db == postgres ]] && drop_pg_db
+    done
 done
 
 [[ -s $RESULTS/rows ]] || die "nothing was measured"
@@ -484,7 +524,42 @@ done
 # Report
 
 
+# One line per cell (load × database), in the order measured:
+# load|db|rps|noop before|noop after|ratio|p99|target ratio|target p99|runs meeting the ratio|
+# runs meeting the p99|runs|every run's "ratio (p99 ms)".
+# The ratio is the median of the runs' ratios and rps/no-op are those of the run
+# that has it; the p99 is the median of the runs' p99s. With an even number of
+# runs, each median is the one nearer to missing its target.
+awk -F'|' '
+    {
+        key = $2 "|" $3
+        if (!(key in n)) { order[++cells] = key }
+        i = ++n[key]
+        run_r[key, i] = $7; run_p[key, i] = $8; line[key, i] = $0
+        tr[key] = $9; tp[key] = $10
+        if ($7 + 0 >= $9 + 0) met_r[key]++
+        if ($8 + 0 <= $10 + 0) met_p[key]++
+        runs[key] = runs[key] (i > 1 ? ", " : "") $7 " (" $8 " ms)"
+    }
+    # Sorts v[1..m] ascending (insertion sort: a handful of runs).
+    function sort(v, m,    a, b, t) {
+        for (a = 2; a <= m; a++) for (b = a; b > 1 && v[b - 1] + 0 > v[b] + 0; b--) { t = v[b]; v[b] = v[b - 1]; v[b - 1] = t }
+    }
+    END {
+        for (c = 1; c <= cells; c++) {
+            key = order[c]; m = n[key]
+            delete rs; delete ps
+            for (i = 1; i <= m; i++) { rs[i] = run_r[key, i]; ps[i] = run_p[key, i] }
+            sort(rs, m); sort(ps, m)
+            mr = rs[int((m + 1) / 2)]
+            mp = ps[int(m / 2) + 1]
+            for (i = 1; i <= m; i++) if (run_r[key, i] == mr) { split(line[key, i], f, "|"); break }
+            printf "%s|%s|%s|%s|%s|%s|%s|%s|%s|%d|%d|%d|%s\n", f[2], f[3], f[4], f[5], f[6], mr, mp, tr[key], tp[key], met_r[key], met_p[key], m, runs[key]
+        }
+    }' "$RESULTS/rows" >"$RESULTS/cells"
+
 REPRO="bench/ping.sh"
+[[ $RUNS != 3 ]] && REPRO="BENCH_RUNS=$RUNS $REPRO"
 [[ $DURATION != 10s ]] && REPRO="BENCH_DURATION=$DURATION $REPRO"
 [[ $CONNECTIONS != 64 ]] && REPRO="BENCH_CONNECTIONS=$CONNECTIONS $REPRO"
 [[ $DATABASES != "sqlite postgres" ]] && REPRO="BENCH_DATABASES=\"$DATABASES\" $REPRO"
@@ -499,6 +574,9 @@ SECTION=$WORK/section.md
     echo "just before and just after each overdue run (the ratio uses the mean of the two)."
     echo "\`wrk -t$THREADS -c$CONNECTIONS -d$DURATION --latency -s bench/spread.lua\` over loopback, on the"
     echo "same machine as the server; p99 is overdue's 99th percentile latency."
+    echo "The sequence ran $RUNS times (databases alternating, each run on a fresh server and"
+    echo "database); each cell gives the median ratio (with the req/s of the run that has it)"
+    echo "and the median p99, then every run's ratio (p99)."
     echo
     echo "- Date: $DATE"
     echo "- Commit: $COMMIT"
@@ -506,17 +584,17 @@ SECTION=$WORK/section.md
     [[ -n $PG_VERSION ]] && echo "- PostgreSQL: $PG_VERSION on the same machine"
     echo "- Reproduce: \`$REPRO\`"
     echo
-    echo "| load | database | overdue req/s | no-op req/s (before/after) | ratio | p99 | target ratio | target p99 |"
-    echo "|---|---|---:|---:|---:|---:|---|---|"
-    while IFS='|' read -r load dbl rps nb na r p99 tr tp note; do
+    echo "| load | database | overdue req/s | no-op req/s (before/after) | ratio | p99 | target ratio | target p99 | every run: ratio (p99) |"
+    echo "|---|---|---:|---:|---:|---:|---|---|---|"
+    while IFS='|' read -r load dbl rps nb na r p99 tr tp kr kp n runs; do
         if meets_min "$r" "$tr"; then mr="met"; else mr="**not met**"; fi
         if meets_max "$p99" "$tp"; then mp="met"; else mp="**not met**"; fi
-        echo "| $load | $dbl | $(fmt_int "$rps") | $(fmt_int "$nb") / $(fmt_int "$na") | $r | $p99 ms | ≥ $tr: $mr | ≤ $tp ms: $mp |"
-    done <"$RESULTS/rows"
+        echo "| $load | $dbl | $(fmt_int "$rps") | $(fmt_int "$nb") / $(fmt_int "$na") | $r | $p99 ms | ≥ $tr: $mr ($kr of $n runs) | ≤ $tp ms: $mp ($kp of $n runs) | $runs |"
+    done <"$RESULTS/cells"
     echo
     echo "Checks after each run:"
     echo
-    while IFS='|' read -r load dbl rps nb na r p99 tr tp note; do
+    while IFS='|' read -r run load dbl rps nb na r p99 tr tp note; do
         echo "- $dbl, $note."
     done <"$RESULTS/rows"
     echo "- CPUs used by other processes (not wrk, the no-op, overdue or PostgreSQL) during each run, of $NPROC:"
@@ -552,12 +630,13 @@ cp "$WORK/BENCHMARKS.md" "$BENCH_FILE"
 
 echo
 echo "== results (commit $COMMIT, $NPROC CPUs, $CPU_MODEL)"
-printf '%-14s %-11s %13s %21s %6s %10s  %-17s %s\n' load database "overdue req/s" "no-op before/after" ratio p99 "target ratio" "target p99"
-while IFS='|' read -r load dbl rps nb na r p99 tr tp note; do
+echo "(median of $RUNS runs; every run: ratio (p99 ms))"
+printf '%-14s %-11s %13s %21s %6s %10s  %-25s %-25s %s\n' load database "overdue req/s" "no-op before/after" ratio p99 "target ratio" "target p99" "every run"
+while IFS='|' read -r load dbl rps nb na r p99 tr tp kr kp n runs; do
     if meets_min "$r" "$tr"; then mr="met"; else mr="NOT MET"; fi
     if meets_max "$p99" "$tp"; then mp="met"; else mp="NOT MET"; fi
-    printf '%-14s %-11s %13s %21s %6s %7s ms  %-17s %s\n' "$load" "$dbl" "$rps" "$nb/$na" "$r" "$p99" ">= $tr $mr" "<= $tp ms $mp"
-done <"$RESULTS/rows"
+    printf '%-14s %-11s %13s %21s %6s %7s ms  %-25s %-25s %s\n' "$load" "$dbl" "$rps" "$nb/$na" "$r" "$p99" ">= $tr $mr ($kr/$n)" "<= $tp ms $mp ($kp/$n)" "$runs"
+done <"$RESULTS/cells"
 for n in "${NOTES[@]}"; do echo "$n"; done
 for w in "${WARNINGS[@]}"; do echo "WARNING: $w"; done
 echo
