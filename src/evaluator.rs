@@ -168,6 +168,19 @@ struct Entry {
     generation: u32,
 }
 
+/// The schedule is rebuilt without its superseded entries once it holds more
+/// than this many entries per check (and more than [`COMPACT_FLOOR`]).
+///
+/// Rescheduling a check leaves its earlier entry in the heap until that
+/// entry's time comes (it is skipped then). A check pinged far more often
+/// than its deadline is away (every second, with a daily interval) would
+/// otherwise leave one entry per ping for days: memory that grows with the
+/// ping rate instead of the number of checks.
+const COMPACT_FACTOR: usize = 4;
+/// No rebuild below this many entries: a few small rebuilds would cost more
+/// than the entries.
+const COMPACT_FLOOR: usize = 4_096;
+
 /// The evaluator's state: every check, and a min-heap of when to look again.
 pub struct Evaluator {
     store: Arc<dyn Store>,
@@ -268,6 +281,30 @@ impl Evaluator {
             e.generation = e.generation.wrapping_add(1);
             self.heap.push(Reverse((at, id, e.generation)));
         }
+        if self.heap.len() > COMPACT_FLOOR.max(self.entries.len() * COMPACT_FACTOR) {
+            self.compact();
+        }
+    }
+
+    /// Drops the superseded entries from the schedule: each check keeps only
+    /// its latest one, so the heap is then no larger than the checks. Linear,
+    /// and at most once per `COMPACT_FACTOR - 1` schedules per check.
+    fn compact(&mut self) {
+        let entries = &self.entries;
+        let live: Vec<_> = std::mem::take(&mut self.heap)
+            .into_vec()
+            .into_iter()
+            .filter(|Reverse((_, id, generation))| {
+                entries.get(id).map(|e| e.generation) == Some(*generation)
+            })
+            .collect();
+        self.heap = BinaryHeap::from(live);
+    }
+
+    /// Entries in the schedule, superseded ones included (see
+    /// [`COMPACT_FACTOR`]).
+    pub fn scheduled(&self) -> usize {
+        self.heap.len()
     }
 
     /// Applies a notice.

@@ -415,3 +415,67 @@ both_backends!(
         server.kill9();
     }
 );
+
+// A check pinged far more often than its deadline is away: each ping
+// reschedules it, and the schedule must not keep an entry per ping.
+both_backends!(
+    a_check_pinged_often_keeps_the_schedule_small,
+    |backend| async move {
+        use overdue::domain::check::CheckSpec;
+        use overdue::domain::ping::PingKind;
+        use overdue::evaluator::{now_ms, Evaluator, Notice, Observed};
+        use overdue::store::{CheckSource, NewPing};
+        use std::sync::Arc;
+
+        let db = TestDb::new(backend).await;
+        let config = overdue::config::Config::from_toml(&db.config_toml("")).unwrap();
+        let store = overdue::store::open(&config).await.unwrap();
+        let now = now_ms();
+        // Daily, as every check is by default.
+        let check = store
+            .create_check(&CheckSpec::with_slug("daily"), CheckSource::Api, now)
+            .await
+            .unwrap();
+        store
+            .append_pings(&[NewPing {
+                check_id: check.id,
+                at: now,
+                kind: PingKind::Success,
+                exit_status: None,
+                items: None,
+                rid: None,
+                method: "GET".into(),
+                remote_addr: None,
+                user_agent: None,
+                scheme: "http",
+                body: Vec::new(),
+            }])
+            .await
+            .unwrap();
+        let touched = store.fold(100).await.unwrap().touched;
+        assert_eq!(touched.len(), 1, "the fold touched the check");
+        let observed = Arc::new(Observed::new(Vec::new(), config.heartbeat_period));
+        observed.beat(now, None);
+        let (mut evaluator, _handle) = Evaluator::new(store.clone(), observed);
+        evaluator.load(now).await.unwrap();
+        evaluator.tick(now).await;
+        let deadline = evaluator.next_wake();
+        assert!(deadline.is_some_and(|d| d > now), "{deadline:?}");
+        // What 20,000 folds of one ping each tell the evaluator: each makes
+        // the check due now, and its evaluation schedules the next deadline,
+        // a day away.
+        for _ in 0..20_000 {
+            evaluator
+                .handle(Notice::Touched(touched.clone()), now)
+                .await;
+            evaluator.tick(now).await;
+        }
+        assert!(
+            evaluator.scheduled() <= 4_097,
+            "the schedule holds {} entries for one check",
+            evaluator.scheduled()
+        );
+        // The check's deadline itself is kept.
+        assert_eq!(evaluator.next_wake(), deadline);
+    }
+);
