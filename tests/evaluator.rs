@@ -421,38 +421,14 @@ both_backends!(
 both_backends!(
     a_check_pinged_often_keeps_the_schedule_small,
     |backend| async move {
-        use overdue::domain::check::CheckSpec;
-        use overdue::domain::ping::PingKind;
         use overdue::evaluator::{now_ms, Evaluator, Notice, Observed};
-        use overdue::store::{CheckSource, NewPing};
         use std::sync::Arc;
 
         let db = TestDb::new(backend).await;
         let config = overdue::config::Config::from_toml(&db.config_toml("")).unwrap();
         let store = overdue::store::open(&config).await.unwrap();
         let now = now_ms();
-        // Daily, as every check is by default.
-        let check = store
-            .create_check(&CheckSpec::with_slug("daily"), CheckSource::Api, now)
-            .await
-            .unwrap();
-        store
-            .append_pings(&[NewPing {
-                check_id: check.id,
-                at: now,
-                kind: PingKind::Success,
-                exit_status: None,
-                items: None,
-                rid: None,
-                method: "GET".into(),
-                remote_addr: None,
-                user_agent: None,
-                scheme: "http",
-                body: Vec::new(),
-            }])
-            .await
-            .unwrap();
-        let touched = store.fold(100).await.unwrap().touched;
+        let (_, touched) = common::daily_check_pinged(&store, now).await;
         assert_eq!(touched.len(), 1, "the fold touched the check");
         let observed = Arc::new(Observed::new(Vec::new(), config.heartbeat_period));
         observed.beat(now, None);

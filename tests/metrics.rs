@@ -14,9 +14,8 @@ use common::sinks::{Behaviour, WebhookSink};
 use common::{client, Backend, TestDb, TestServer};
 use overdue::config::Config;
 use overdue::domain::check::CheckSpec;
-use overdue::domain::ping::PingKind;
 use overdue::evaluator::{now_ms, Evaluator, Notice, Observed};
-use overdue::store::{CheckSource, NewPing};
+use overdue::store::CheckSource;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -334,27 +333,7 @@ both_backends!(
         let config = Config::from_toml(&db.config_toml("")).unwrap();
         let store = overdue::store::open(&config).await.unwrap();
         let now = now_ms();
-        let check = store
-            .create_check(&CheckSpec::with_slug("daily"), CheckSource::Api, now)
-            .await
-            .unwrap();
-        store
-            .append_pings(&[NewPing {
-                check_id: check.id,
-                at: now,
-                kind: PingKind::Success,
-                exit_status: None,
-                items: None,
-                rid: None,
-                method: "GET".into(),
-                remote_addr: None,
-                user_agent: None,
-                scheme: "http",
-                body: Vec::new(),
-            }])
-            .await
-            .unwrap();
-        store.fold(100).await.unwrap();
+        common::daily_check_pinged(&store, now).await;
         let observed = Arc::new(Observed::new(Vec::new(), config.heartbeat_period));
         observed.beat(now, None);
         let (evaluator, handle) = Evaluator::new(store.clone(), observed);

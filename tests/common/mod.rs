@@ -494,3 +494,38 @@ pub fn write_config(dir: &Path, toml: &str) -> PathBuf {
     std::fs::write(&path, toml).unwrap();
     path
 }
+
+/// Creates the check "daily" (every default: a daily interval), stores one
+/// success ping for it at `now` and folds it: the check's id and what the
+/// fold touched.
+pub async fn daily_check_pinged(
+    store: &std::sync::Arc<dyn overdue::store::Store>,
+    now: i64,
+) -> (i64, Vec<overdue::store::Touched>) {
+    use overdue::domain::check::CheckSpec;
+    use overdue::domain::ping::PingKind;
+    use overdue::store::{CheckSource, NewPing};
+
+    let check = store
+        .create_check(&CheckSpec::with_slug("daily"), CheckSource::Api, now)
+        .await
+        .unwrap();
+    store
+        .append_pings(&[NewPing {
+            check_id: check.id,
+            at: now,
+            kind: PingKind::Success,
+            exit_status: None,
+            items: None,
+            rid: None,
+            method: "GET".into(),
+            remote_addr: None,
+            user_agent: None,
+            scheme: "http",
+            body: Vec::new(),
+        }])
+        .await
+        .unwrap();
+    let touched = store.fold(100).await.unwrap().touched;
+    (check.id, touched)
+}
