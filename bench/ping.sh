@@ -214,9 +214,11 @@ SERVER_URL=""
 # A port picked as free can still be taken before the server binds it (wrk's own
 # connections use ports from the ephemeral range): then it tries another.
 start_server() {
-    local attempt
+    local attempt port
     for attempt in 1 2 3 4 5; do
-        start_server_on "$@" "$(free_port)" && return 0
+        # Not inside the call: free_port's die would only leave a subshell.
+        port=$(free_port) || exit 1
+        start_server_on "$@" "$port" && return 0
         stop_server
         echo "   port taken, trying another (attempt $attempt)"
     done
