@@ -554,3 +554,125 @@ async fn postgres_replaces_an_append_connection_the_server_ended() {
         .collect();
     assert_eq!(at, [3_000, 2_000]);
 }
+
+/// A status change of `check` from up to down, as the evaluator records it.
+fn went_down(check: i64, at: i64) -> overdue::store::Transition {
+    use overdue::domain::status::{Reason, Status};
+    use overdue::store::{StoredStatus, Transition};
+    Transition {
+        check_id: check,
+        from: Some(StoredStatus {
+            status: Status::Up,
+            reason: None,
+            since: at - 10,
+            quiet: false,
+        }),
+        to: StoredStatus {
+            status: Status::Down,
+            reason: Some(Reason::Overdue),
+            since: at,
+            quiet: false,
+        },
+        flip: true,
+        quiet_event: None,
+        now: at,
+    }
+}
+
+// The evaluator records what it found; a check deleted in between has no
+// status, and its change must not fail the other checks' (nor the batch be
+// retried forever on the foreign keys).
+both_backends!(
+    changes_of_a_deleted_check_are_dropped,
+    |backend| async move {
+        let (_db, store) = open(backend).await;
+        let gone = store
+            .create_check(&spec("{}"), CheckSource::Api, 0)
+            .await
+            .unwrap();
+        let kept = store
+            .create_check(&spec("{}"), CheckSource::Api, 0)
+            .await
+            .unwrap();
+        store.delete_check(gone.id).await.unwrap();
+        store
+            .record_transitions(&[went_down(gone.id, 100), went_down(kept.id, 100)])
+            .await
+            .expect("changes of a deleted check are dropped, not an error");
+        let stored = store.eval_check(kept.id).await.unwrap().unwrap().stored;
+        assert_eq!(stored.map(|s| s.since), Some(100));
+        assert_eq!(store.list_flips(kept.id, 10).await.unwrap().len(), 1);
+        assert_eq!(store.list_incidents(kept.id, 10).await.unwrap().len(), 1);
+        assert!(store.eval_check(gone.id).await.unwrap().is_none());
+        // A batch of deleted checks only is a no-op too.
+        store
+            .record_transitions(&[went_down(gone.id, 200)])
+            .await
+            .unwrap();
+    }
+);
+
+/// A check deleted while the evaluator records its change: the two
+/// transactions must not deadlock. The deadlock needs the delete to lock the
+/// check's row after the record has locked the status row and before it
+/// inserts the flip; a third session holds the flips table to make that
+/// window as wide as needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_delete_during_a_status_change_does_not_deadlock() {
+    use sqlx::Connection as _;
+    if !common::postgres_available("postgres_a_delete_during_a_status_change_does_not_deadlock") {
+        return;
+    }
+    let (db, store) = open(Backend::Postgres).await;
+    let c = store
+        .create_check(&spec("{}"), CheckSource::Api, 0)
+        .await
+        .unwrap();
+    store
+        .record_transitions(&[went_down(c.id, 100)])
+        .await
+        .unwrap();
+
+    let mut holder = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql("BEGIN; LOCK TABLE flips IN SHARE MODE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    // Waits until `n` sessions of this database wait for a lock.
+    let waiting = |n: i64| {
+        let db = &db;
+        async move {
+            for _ in 0..500 {
+                let now = db
+                    .count(
+                        "SELECT COUNT(*) FROM pg_stat_activity \
+                         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                    )
+                    .await;
+                if now >= n {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            panic!("{n} sessions never waited for a lock");
+        }
+    };
+    let record = tokio::spawn({
+        let store = store.clone();
+        async move { store.record_transitions(&[went_down(c.id, 200)]).await }
+    });
+    waiting(1).await;
+    let delete = tokio::spawn({
+        let store = store.clone();
+        async move { store.delete_check(c.id).await }
+    });
+    waiting(2).await;
+    sqlx::raw_sql("COMMIT").execute(&mut holder).await.unwrap();
+    let (record, delete) = (record.await.unwrap(), delete.await.unwrap());
+    assert!(
+        record.is_ok() && delete.is_ok(),
+        "record: {record:?}, delete: {delete:?}"
+    );
+    assert!(store.eval_check(c.id).await.unwrap().is_none());
+    assert_eq!(db.count("SELECT COUNT(*) FROM flips").await, 0);
+}

@@ -1,7 +1,7 @@
 //! Storage: one [`Store`] trait, a SQLite and a PostgreSQL implementation.
 //! Rows are turned into domain types here; nothing outside this folder writes SQL.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -220,9 +220,11 @@ pub(crate) struct TransitionRows {
 }
 
 impl TransitionRows {
-    pub(crate) fn new(batch: &[Transition]) -> TransitionRows {
+    /// The rows for the transitions of `batch` whose check is in `live`
+    /// (the others' checks were deleted since they were evaluated).
+    pub(crate) fn new(batch: &[Transition], live: &HashSet<i64>) -> TransitionRows {
         let mut rows = TransitionRows::default();
-        for t in batch {
+        for t in batch.iter().filter(|t| live.contains(&t.check_id)) {
             let to = &t.to;
             let reason = to.reason.map(Reason::as_str);
             rows.status
@@ -644,7 +646,8 @@ pub trait Store:
     /// One check for the evaluator; `None` if it no longer exists.
     async fn eval_check(&self, id: i64) -> Result<Option<EvalCheck>, StoreError>;
     /// Records a batch of status changes (status, flips, incidents, events)
-    /// in one transaction.
+    /// in one transaction. Changes of a check deleted since it was evaluated
+    /// are dropped: a deleted check has no status to record.
     async fn record_transitions(&self, batch: &[Transition]) -> Result<(), StoreError>;
     /// Records that `replica` accepts pings at `now`; if no replica did for
     /// longer than `gap`, records and returns that span as unobserved.

@@ -5,7 +5,7 @@
 //! so concurrent batches cannot deadlock), applies its pings and writes them
 //! back with array-bound statements, all in one transaction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -407,8 +407,27 @@ impl Store for PgStore {
         if batch.is_empty() {
             return Ok(());
         }
-        let rows = TransitionRows::new(batch);
         let mut tx = self.begin_fenced().await?;
+        // Key-share locks on the checks first, in id order. Without them a
+        // delete of one of these checks could take the check's row between
+        // this transaction's status upsert (which locks the status row the
+        // delete cascades to) and its flip insert (whose foreign key check
+        // waits for the check's row): a deadlock. With them the delete waits
+        // for this transaction, or this one finds the check already gone and
+        // drops its changes.
+        let ids: Vec<i64> = batch.iter().map(|t| t.check_id).collect();
+        let live: HashSet<i64> = sqlx::query_scalar(
+            "SELECT id FROM checks WHERE id = ANY($1) ORDER BY id FOR KEY SHARE",
+        )
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+        let rows = TransitionRows::new(batch, &live);
+        if rows.status.is_empty() {
+            return Ok(());
+        }
         let (ids, statuses, reasons, since, quiet): (Vec<_>, Vec<_>, Vec<_>, Vec<_>, Vec<_>) =
             unzip5(rows.status.iter().copied());
         sqlx::query(

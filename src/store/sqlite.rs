@@ -10,7 +10,7 @@
 //! tail past the last round, and a restart folds it again.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -335,7 +335,23 @@ impl Store for SqliteStore {
         }
         // One statement string per batch (see the module comment on sqlx's
         // per-call cost); inside a sqlx transaction so a failure rolls back.
-        let rows = TransitionRows::new(batch);
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        // The writer lock is held from here, so no delete can come between
+        // this read and the writes: changes of checks already gone are dropped
+        // (they would fail the whole batch on the foreign keys).
+        let ids: Vec<String> = batch.iter().map(|t| t.check_id.to_string()).collect();
+        let live: HashSet<i64> = sqlx::query_scalar(&format!(
+            "SELECT id FROM checks WHERE id IN ({})",
+            ids.join(",")
+        ))
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+        let rows = TransitionRows::new(batch, &live);
+        if rows.status.is_empty() {
+            return Ok(());
+        }
         let mut sql = String::with_capacity(batch.len() * 200);
         let values = |sql: &mut String, items: Vec<String>| {
             sql.push_str(&items.join(","));
@@ -406,7 +422,6 @@ impl Store for SqliteStore {
                     .collect(),
             );
         }
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(&sql)).await?;
         tx.commit().await?;
         Ok(())

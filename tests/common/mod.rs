@@ -269,6 +269,12 @@ impl TestServer {
 
     /// Starts the server with this configuration.
     pub async fn start_with(db: TestDb, config: Config) -> TestServer {
+        // `RUST_LOG=overdue=warn cargo test …` shows what the servers log.
+        if std::env::var_os("RUST_LOG").is_some() {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                .try_init();
+        }
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
