@@ -146,6 +146,15 @@ pub async fn run_with_metrics_listener(
         evaluator.set_dispatch(d.clone());
     }
     tracker.spawn(evaluator.run(workers_stop.clone(), leader.clone()));
+    tracker.spawn(crate::retention::run(
+        store.clone(),
+        crate::retention::Retention {
+            ping_log_limit: config.ping_log_limit,
+            keep_for: config.retention,
+        },
+        leader.clone(),
+        workers_stop.clone(),
+    ));
 
     // Changes made on other replicas reach this one's leader work.
     {

@@ -302,7 +302,17 @@ impl Config {
             )
         });
         let retention = f.duration("retention");
+        if let Some(r) = retention.filter(|r| *r < Duration::from_secs(3600)) {
+            f.errors.push(format!(
+                "retention: must be at least 1h, got {}",
+                humantime::format_duration(r)
+            ));
+        }
         let ping_log_limit: Option<u32> = f.get("ping_log_limit");
+        if ping_log_limit == Some(0) {
+            f.errors
+                .push("ping_log_limit: must be at least 1".to_string());
+        }
         let ping_batch_max: Option<usize> = f.get("ping_batch_max");
         match ping_batch_max {
             Some(0) => f
@@ -974,6 +984,25 @@ deny = ["private"]
             .unwrap_err()
             .0;
         assert!(e.iter().any(|m| m.contains("per_chek")), "{e:?}");
+    }
+
+    #[test]
+    fn retention_keeps_something() {
+        for (toml, message) in [
+            ("ping_log_limit = 0", "ping_log_limit: must be at least 1"),
+            (
+                "retention = \"59m\"",
+                "retention: must be at least 1h, got 59m",
+            ),
+        ] {
+            let e = Config::from_toml(toml).unwrap_err().0;
+            assert!(e.iter().any(|m| m == message), "{e:?}");
+        }
+        let c = Config::from_toml("ping_log_limit = 1\nretention = \"1h\"").unwrap();
+        assert_eq!(
+            (c.ping_log_limit, c.retention),
+            (1, Duration::from_secs(3600))
+        );
     }
 
     #[test]

@@ -18,4 +18,5 @@ pub mod lease;
 pub mod metrics;
 pub mod notify;
 pub mod reconcile;
+pub mod retention;
 pub mod store;

@@ -311,6 +311,8 @@ fn restart_only(old: &Config, new: &Config) -> Vec<String> {
         old.sqlite_synchronous != new.sqlite_synchronous,
     );
     differs("rate_limit", old.rate_limit != new.rate_limit);
+    differs("retention", old.retention != new.retention);
+    differs("ping_log_limit", old.ping_log_limit != new.ping_log_limit);
     differs("webhooks", old.webhooks != new.webhooks);
     out
 }

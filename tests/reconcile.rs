@@ -234,7 +234,7 @@ both_backends!(reload_brings_the_file_in, |backend| async move {
     std::fs::write(
         &path,
         s.db.config_toml(&format!(
-            "ping_body_limit = 5\n{}{}{SECOND}",
+            "ping_body_limit = 5\nretention = \"30d\"\nping_log_limit = 7\n{}{}{SECOND}",
             key("w", WRITE),
             key("later", LATER)
         )),
@@ -250,6 +250,16 @@ both_backends!(reload_brings_the_file_in, |backend| async move {
             .any(|w| w.as_str().unwrap().starts_with("ping_body_limit: changed")),
         "{report}"
     );
+    for key in ["retention", "ping_log_limit"] {
+        assert!(
+            report["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|w| w.as_str().unwrap().starts_with(&format!("{key}: changed"))),
+            "{report}"
+        );
+    }
     std::fs::write(
         &path,
         s.db.config_toml(&format!(

@@ -18,6 +18,7 @@ pub mod lease;
 pub mod metrics;
 pub mod notify;
 pub mod postgres;
+pub mod retention;
 pub mod sqlite;
 
 /// What went wrong in the store, as the rest of the code needs to know it.
@@ -588,6 +589,7 @@ pub trait Store:
     + lease::LeaseStore
     + metrics::MetricsStore
     + keys::KeyStore
+    + retention::RetentionStore
     + Send
     + Sync
     + 'static

@@ -1306,6 +1306,57 @@ impl super::lease::LeaseStore for PgStore {
     }
 }
 
+#[async_trait]
+impl super::retention::RetentionStore for PgStore {
+    async fn prune_ping_logs(
+        &self,
+        after: i64,
+        checks: u32,
+        keep: u32,
+        limit: u32,
+    ) -> Result<super::retention::PingLogStep, StoreError> {
+        let ids: Vec<i64> =
+            sqlx::query_scalar("SELECT id FROM checks WHERE id > $1 ORDER BY id LIMIT $2")
+                .bind(after)
+                .bind(i64::from(checks))
+                .fetch_all(&self.pool)
+                .await?;
+        let Some(&last) = ids.last() else {
+            return Ok(super::retention::PingLogStep::default());
+        };
+        // Every row of the log is folded (unfolded pings are in the inbox).
+        // Rows another transaction holds (a check being deleted) are
+        // skipped, not waited for: the next pass takes them.
+        let done = sqlx::query(
+            "DELETE FROM pings WHERE id IN (SELECT p.id FROM UNNEST($1::bigint[]) AS c(id) \
+             CROSS JOIN LATERAL (SELECT id FROM pings WHERE check_id = c.id \
+             ORDER BY id DESC OFFSET $2 LIMIT 1) AS k \
+             CROSS JOIN LATERAL (SELECT id FROM pings WHERE check_id = c.id AND id <= k.id \
+             ORDER BY id LIMIT $3) AS o \
+             JOIN pings p ON p.id = o.id FOR UPDATE OF p SKIP LOCKED)",
+        )
+        .bind(&ids)
+        .bind(i64::from(keep))
+        .bind(i64::from(limit))
+        .execute(&self.pool)
+        .await?;
+        let deleted = done.rows_affected();
+        Ok(super::retention::PingLogStep {
+            last: Some(last),
+            deleted,
+            more: deleted >= u64::from(limit),
+        })
+    }
+
+    async fn prune_history(
+        &self,
+        before: UnixMs,
+        limit: u32,
+    ) -> Result<super::retention::HistoryStep, StoreError> {
+        super::retention::prune_history_on!(&self.pool, " FOR UPDATE SKIP LOCKED", before, limit)
+    }
+}
+
 super::notify::impl_notify_store!(PgStore);
 super::metrics::impl_metrics_store!(PgStore);
 super::keys::impl_key_store!(PgStore);

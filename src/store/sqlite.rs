@@ -1468,6 +1468,68 @@ impl super::lease::LeaseStore for SqliteStore {
     }
 }
 
+#[async_trait]
+impl super::retention::RetentionStore for SqliteStore {
+    async fn prune_ping_logs(
+        &self,
+        after: i64,
+        checks: u32,
+        keep: u32,
+        limit: u32,
+    ) -> Result<super::retention::PingLogStep, StoreError> {
+        let ids: Vec<i64> =
+            sqlx::query_scalar("SELECT id FROM checks WHERE id > ? ORDER BY id LIMIT ?")
+                .bind(after)
+                .bind(i64::from(checks))
+                .fetch_all(&self.pool)
+                .await?;
+        let Some(&last) = ids.last() else {
+            return Ok(super::retention::PingLogStep::default());
+        };
+        // Only pings in the index: those past the last round are not in a
+        // written summary yet, and stay.
+        let mut sql = String::with_capacity(ids.len() * 300);
+        for id in &ids {
+            let cutoff = format!(
+                "(SELECT id FROM ping_index WHERE check_id = {id} ORDER BY id DESC LIMIT 1 OFFSET {keep})"
+            );
+            // The same rows twice: the index still lists them when the
+            // second statement looks.
+            let oldest = format!(
+                "SELECT id FROM ping_index WHERE check_id = {id} AND id <= {cutoff} \
+                 ORDER BY id LIMIT {limit}"
+            );
+            let _ = writeln!(
+                sql,
+                "DELETE FROM pings WHERE id IN ({oldest});\n\
+                 DELETE FROM ping_index WHERE check_id = {id} AND id IN ({oldest});"
+            );
+        }
+        // Under the writer's lock, as the writer's own rounds: a writer
+        // kept waiting on SQLite's busy handler sleeps longer than needed.
+        let _w = self.writer.lock().await;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let done = sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(&sql)).await?;
+        tx.commit().await?;
+        // Each ping deleted is one row of the log and one of the index.
+        let deleted = done.rows_affected() / 2;
+        Ok(super::retention::PingLogStep {
+            last: Some(last),
+            deleted,
+            more: deleted >= u64::from(limit),
+        })
+    }
+
+    async fn prune_history(
+        &self,
+        before: UnixMs,
+        limit: u32,
+    ) -> Result<super::retention::HistoryStep, StoreError> {
+        let _w = self.writer.lock().await;
+        super::retention::prune_history_on!(&self.pool, "", before, limit)
+    }
+}
+
 super::notify::impl_notify_store!(SqliteStore);
 super::metrics::impl_metrics_store!(SqliteStore);
 super::keys::impl_key_store!(SqliteStore);

@@ -1,0 +1,116 @@
+//! What retention deletes (SPEC §8): each check's ping log beyond its last
+//! `ping_log_limit` pings, and history older than `retention`. Nothing the
+//! evaluator or the notifier still needs goes: summaries are separate rows,
+//! pings not yet folded into a summary are never deleted, and neither are
+//! open incidents, open runs, pending notifications, dead letters not yet
+//! reported, nor the newest notification of each group and receiver (it says
+//! what the receiver was last told).
+
+use async_trait::async_trait;
+
+use super::StoreError;
+use crate::domain::ping::UnixMs;
+
+/// One step through the checks' ping logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PingLogStep {
+    /// The last check this step went through; `None` when there were no
+    /// more checks after `after`.
+    pub last: Option<i64>,
+    /// Pings deleted.
+    pub deleted: u64,
+    /// Some check may have more to delete than the step's limit: the same
+    /// checks need another step.
+    pub more: bool,
+}
+
+/// Rows of history deleted by one step, by table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistoryStep {
+    pub deleted: Vec<(&'static str, u64)>,
+    /// Some table had more rows to delete than the step's limit.
+    pub more: bool,
+}
+
+impl HistoryStep {
+    pub fn total(&self) -> u64 {
+        self.deleted.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// The deletes of retention, each bounded so that it holds the database
+/// only briefly.
+#[async_trait]
+pub trait RetentionStore {
+    /// Trims the ping logs of the (at most `checks`) checks with an id above
+    /// `after` towards their newest `keep` folded pings, deleting at most
+    /// `limit` pings of each, the oldest first.
+    async fn prune_ping_logs(
+        &self,
+        after: i64,
+        checks: u32,
+        keep: u32,
+        limit: u32,
+    ) -> Result<PingLogStep, StoreError>;
+    /// Deletes at most `limit` rows per table of history that ended before
+    /// `before`.
+    async fn prune_history(&self, before: UnixMs, limit: u32) -> Result<HistoryStep, StoreError>;
+}
+
+/// The history deletes, the same SQL on both backends: `$1` is the instant
+/// before which history is deleted, `$2` the most rows per statement, and
+/// `{lock}` is where PostgreSQL skips rows another transaction holds (a check
+/// being deleted, say), so that a delete never waits in a cycle with another.
+pub(crate) const HISTORY_SQL: [(&str, &str); 5] = [
+    (
+        "incidents",
+        "DELETE FROM incidents WHERE id IN (SELECT id FROM incidents \
+         WHERE resolved_at IS NOT NULL AND resolved_at < $1 ORDER BY id LIMIT $2{lock})",
+    ),
+    (
+        "flips",
+        "DELETE FROM flips WHERE id IN (SELECT id FROM flips WHERE at < $1 ORDER BY id LIMIT $2{lock})",
+    ),
+    (
+        "check_events",
+        "DELETE FROM check_events WHERE id IN (SELECT id FROM check_events \
+         WHERE at < $1 ORDER BY id LIMIT $2{lock})",
+    ),
+    (
+        "runs",
+        "DELETE FROM runs WHERE id IN (SELECT id FROM runs \
+         WHERE ended_at IS NOT NULL AND ended_at < $1 ORDER BY id LIMIT $2{lock})",
+    ),
+    // Attempts go with their notification (ON DELETE CASCADE).
+    (
+        "notifications",
+        "DELETE FROM notifications WHERE id IN (SELECT n.id FROM notifications n \
+         WHERE n.created_at < $1 AND n.state <> 'pending' \
+         AND (n.state <> 'dead' OR n.reported_at IS NOT NULL) \
+         AND EXISTS (SELECT 1 FROM notifications m WHERE m.group_key = n.group_key \
+         AND m.receiver = n.receiver AND m.kind = n.kind AND m.seq > n.seq) \
+         ORDER BY n.created_at LIMIT $2{lock})",
+    ),
+];
+
+/// The body of [`RetentionStore::prune_history`] for a store whose pool is
+/// `$pool`, with `$lock` in place of `{lock}`.
+macro_rules! prune_history_on {
+    ($pool:expr, $lock:expr, $before:expr, $limit:expr) => {{
+        let mut step = $crate::store::retention::HistoryStep::default();
+        for (table, sql) in $crate::store::retention::HISTORY_SQL {
+            let sql = sql.replace("{lock}", $lock);
+            let n = sqlx::query(&sql)
+                .bind($before)
+                .bind(i64::from($limit))
+                .execute($pool)
+                .await?
+                .rows_affected();
+            step.more |= n >= u64::from($limit);
+            step.deleted.push((table, n));
+        }
+        Ok(step)
+    }};
+}
+
+pub(crate) use prune_history_on;

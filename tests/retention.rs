@@ -1,0 +1,390 @@
+//! Retention (SPEC §8): each check keeps its newest `ping_log_limit` pings,
+//! history older than `retention` goes, and nothing the evaluator or the
+//! notifier still needs is deleted.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Backend, TestDb, TestServer};
+use overdue::config::Config;
+use overdue::domain::check::{CheckInput, CheckSpec};
+use overdue::domain::ping::PingKind;
+use overdue::domain::status::{Reason, Status};
+use overdue::store::notify::{AttemptResult, NewNotification, KIND_ALERTS};
+use overdue::store::{Check, CheckSource, NewPing, Store, StoredStatus, Transition};
+use serde_json::Value;
+
+async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
+    let db = TestDb::new(backend).await;
+    let config = Config::from_toml(&db.config_toml("")).unwrap();
+    let store = overdue::store::open(&config).await.unwrap();
+    (db, store)
+}
+
+async fn create(store: &Arc<dyn Store>) -> Check {
+    let spec = CheckSpec::from_input(serde_json::from_str::<CheckInput>("{}").unwrap()).unwrap();
+    store
+        .create_check(&spec, CheckSource::Api, 0)
+        .await
+        .unwrap()
+}
+
+fn ping(check_id: i64, at: i64, kind: PingKind) -> NewPing {
+    NewPing {
+        check_id,
+        at,
+        kind,
+        exit_status: None,
+        items: None,
+        rid: None,
+        method: "GET".to_string(),
+        remote_addr: None,
+        user_agent: None,
+        scheme: "http",
+        body: Vec::new(),
+    }
+}
+
+/// Appends `n` successes, numbered on from `from`.
+async fn append(store: &Arc<dyn Store>, check_id: i64, from: i64, n: i64) {
+    let pings: Vec<NewPing> = (from..from + n)
+        .map(|i| ping(check_id, 1_000 + i, PingKind::Success))
+        .collect();
+    for batch in pings.chunks(100) {
+        store.append_pings(batch).await.unwrap();
+    }
+}
+
+/// Folds every appended ping into its summary and writes it out.
+async fn fold_all(store: &Arc<dyn Store>) {
+    loop {
+        let f = store.fold(100_000).await.unwrap();
+        if !f.more && !f.writing {
+            break;
+        }
+    }
+    store.flush_folds().await.unwrap();
+}
+
+/// The numbers of a check's logged pings, newest first.
+async fn numbers(store: &Arc<dyn Store>, check_id: i64) -> Vec<i64> {
+    let pings = store.list_pings(check_id, 10_000).await.unwrap();
+    pings.iter().map(|p| p.n).collect()
+}
+
+both_backends!(
+    ping_logs_keep_the_newest_and_every_unfolded_ping,
+    |backend| async move {
+        let (_db, store) = open(backend).await;
+        let busy = create(&store).await;
+        let quiet = create(&store).await;
+        let never = create(&store).await;
+        append(&store, busy.id, 1, 150).await;
+        append(&store, quiet.id, 1, 30).await;
+        fold_all(&store).await;
+        // Pings not yet in a written summary are never pruned.
+        append(&store, busy.id, 151, 20).await;
+
+        // At most 30 per check and step: the oldest first, then the rest.
+        let step = store.prune_ping_logs(0, 2, 100, 30).await.unwrap();
+        assert_eq!(
+            (step.last, step.deleted, step.more),
+            (Some(quiet.id), 30, true)
+        );
+        assert_eq!(numbers(&store, busy.id).await.last(), Some(&31));
+        let step = store.prune_ping_logs(0, 2, 100, 30).await.unwrap();
+        assert_eq!(
+            (step.last, step.deleted, step.more),
+            (Some(quiet.id), 20, false)
+        );
+        let step = store
+            .prune_ping_logs(quiet.id, 2, 100, 1_000)
+            .await
+            .unwrap();
+        assert_eq!((step.last, step.deleted), (Some(never.id), 0));
+        let step = store
+            .prune_ping_logs(never.id, 2, 100, 1_000)
+            .await
+            .unwrap();
+        assert_eq!((step.last, step.deleted), (None, 0));
+
+        assert_eq!(
+            numbers(&store, busy.id).await,
+            (51..=170).rev().collect::<Vec<_>>()
+        );
+        assert_eq!(
+            numbers(&store, quiet.id).await,
+            (1..=30).rev().collect::<Vec<_>>()
+        );
+        // Once folded, they count like the others; the summary keeps its count.
+        fold_all(&store).await;
+        let step = store.prune_ping_logs(0, 10, 100, 1_000).await.unwrap();
+        assert_eq!(step.deleted, 20);
+        assert_eq!(
+            numbers(&store, busy.id).await,
+            (71..=170).rev().collect::<Vec<_>>()
+        );
+        let read = store.check_by_uuid(busy.uuid).await.unwrap();
+        assert_eq!(read.summary.n_pings, 170);
+        // New pings are numbered on.
+        append(&store, busy.id, 171, 1).await;
+        fold_all(&store).await;
+        assert_eq!(numbers(&store, busy.id).await[..2], [171, 170]);
+    }
+);
+
+fn status(status: Status, since: i64) -> StoredStatus {
+    StoredStatus {
+        status,
+        reason: (status == Status::Down).then_some(Reason::Overdue),
+        since,
+        quiet: false,
+    }
+}
+
+fn change(check_id: i64, from: Option<StoredStatus>, to: StoredStatus) -> Transition {
+    Transition {
+        check_id,
+        from,
+        to,
+        flip: true,
+        quiet_event: None,
+        now: to.since,
+    }
+}
+
+fn notification(group: &str, seq: i64, at: i64) -> NewNotification {
+    NewNotification {
+        id: format!("{group}-{seq}"),
+        group_key: group.to_string(),
+        receiver: "hook".to_string(),
+        seq,
+        kind: KIND_ALERTS,
+        created_at: at,
+        announced: vec![],
+        firing: vec![],
+        payload: "{}".to_string(),
+    }
+}
+
+both_backends!(
+    history_older_than_retention_goes_and_what_is_still_needed_stays,
+    |backend| async move {
+        let (db, store) = open(backend).await;
+        let (old, open, young) = (
+            create(&store).await,
+            create(&store).await,
+            create(&store).await,
+        );
+        let (up, down) = (Status::Up, Status::Down);
+        // old: an incident resolved long ago; open: one still open since
+        // long ago; young: one resolved recently.
+        store
+            .record_transitions(&[
+                change(old.id, None, status(up, 10)),
+                change(open.id, None, status(down, 25)),
+                Transition {
+                    quiet_event: Some((40, true)),
+                    ..change(young.id, None, status(up, 40))
+                },
+            ])
+            .await
+            .unwrap();
+        store
+            .record_transitions(&[
+                change(old.id, Some(status(up, 10)), status(down, 20)),
+                change(young.id, Some(status(up, 40)), status(down, 5_000)),
+            ])
+            .await
+            .unwrap();
+        store
+            .record_transitions(&[
+                change(old.id, Some(status(down, 20)), status(up, 30)),
+                change(young.id, Some(status(down, 5_000)), status(up, 6_000)),
+            ])
+            .await
+            .unwrap();
+        // old: a run that ended long ago; open: a run started long ago and
+        // still running; young: a run that ended recently.
+        store
+            .append_pings(&[
+                ping(old.id, 100, PingKind::Start),
+                ping(old.id, 200, PingKind::Success),
+                ping(open.id, 300, PingKind::Start),
+                ping(young.id, 400, PingKind::Start),
+                ping(young.id, 5_000, PingKind::Success),
+            ])
+            .await
+            .unwrap();
+        fold_all(&store).await;
+        // Notifications to one receiver, in four groups, all but the last
+        // created long ago: superseded and delivered; pending; a dead letter
+        // not yet reported; recent.
+        for (group, seq, at, result) in [
+            ("superseded", 1, 10, Some(AttemptResult::Delivered)),
+            ("superseded", 2, 20, Some(AttemptResult::Delivered)),
+            ("pending", 1, 10, None),
+            ("pending", 2, 20, Some(AttemptResult::Delivered)),
+            (
+                "dead",
+                1,
+                10,
+                Some(AttemptResult::Dead {
+                    error: "refused".into(),
+                    retryable: false,
+                }),
+            ),
+            ("dead", 2, 20, Some(AttemptResult::Delivered)),
+            ("recent", 1, 5_000, Some(AttemptResult::Delivered)),
+            ("recent", 2, 6_000, Some(AttemptResult::Delivered)),
+        ] {
+            let n = notification(group, seq, at);
+            assert!(store.enqueue_notification(&n).await.unwrap());
+            if let Some(result) = result {
+                store.record_attempt(&n.id, at, 1, &result).await.unwrap();
+            }
+        }
+
+        let step = store.prune_history(1_000, 1_000).await.unwrap();
+        assert!(!step.more);
+        assert_eq!(
+            step.deleted,
+            vec![
+                ("incidents", 1),
+                ("flips", 5),
+                ("check_events", 1),
+                ("runs", 1),
+                ("notifications", 1),
+            ]
+        );
+        assert!(store.list_incidents(old.id, 10).await.unwrap().is_empty());
+        let incidents = store.list_incidents(open.id, 10).await.unwrap();
+        assert_eq!(
+            incidents
+                .iter()
+                .map(|i| (i.opened_at, i.resolved_at))
+                .collect::<Vec<_>>(),
+            [(25, None)]
+        );
+        assert_eq!(store.list_incidents(young.id, 10).await.unwrap().len(), 1);
+        assert!(store.list_flips(old.id, 10).await.unwrap().is_empty());
+        let young_flips = store.list_flips(young.id, 10).await.unwrap();
+        assert_eq!(
+            young_flips.iter().map(|f| f.at).collect::<Vec<_>>(),
+            [6_000, 5_000]
+        );
+        assert!(store.list_events(young.id, 10).await.unwrap().is_empty());
+        assert!(store.list_runs(old.id, 10).await.unwrap().is_empty());
+        let running = store.list_runs(open.id, 10).await.unwrap();
+        assert_eq!(
+            running
+                .iter()
+                .map(|r| (r.started_at, r.ended_at))
+                .collect::<Vec<_>>(),
+            [(300, None)]
+        );
+        assert_eq!(store.list_runs(young.id, 10).await.unwrap().len(), 1);
+        let mut kept: Vec<String> = Vec::new();
+        for group in ["superseded", "pending", "dead", "recent"] {
+            for seq in [1, 2] {
+                let id = format!("{group}-{seq}");
+                if store.notification(&id).await.unwrap().is_some() {
+                    kept.push(id);
+                }
+            }
+        }
+        assert_eq!(
+            kept,
+            [
+                "superseded-2",
+                "pending-1",
+                "pending-2",
+                "dead-1",
+                "dead-2",
+                "recent-1",
+                "recent-2"
+            ]
+        );
+        // The deleted notification's attempts went with it.
+        assert_eq!(
+            db.count(
+                "SELECT COUNT(*) FROM notification_attempts WHERE notification_id = 'superseded-1'"
+            )
+            .await,
+            0
+        );
+        // The newest notification of each group still says what its receiver
+        // was last told.
+        let mut latest: Vec<(String, i64)> = store
+            .latest_notifications()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|n| (n.group_key, n.seq))
+            .collect();
+        latest.sort();
+        assert_eq!(
+            latest,
+            [
+                ("dead".to_string(), 2),
+                ("pending".to_string(), 2),
+                ("recent".to_string(), 2),
+                ("superseded".to_string(), 2)
+            ]
+        );
+        // A limit bounds each statement, and says there is more.
+        let step = store.prune_history(10_000, 1).await.unwrap();
+        assert!(step.more);
+        assert_eq!(
+            step.deleted.iter().find(|(t, _)| *t == "flips"),
+            Some(&("flips", 1))
+        );
+    }
+);
+
+// The server does it by itself: a first pass at start, then every minute.
+both_backends!(
+    the_server_trims_ping_logs_to_ping_log_limit,
+    |backend| async move {
+        let extra = "ping_log_limit = 5\n";
+        let s = TestServer::start(backend, extra).await;
+        let check = s.create_check(serde_json::json!({"slug": "trimmed"})).await;
+        let uuid = check["uuid"].as_str().unwrap().to_string();
+        for _ in 0..12 {
+            let r = s
+                .client
+                .get(s.url(&format!("/ping/{uuid}")))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+        }
+        // Restarted on the same database, the first pass trims the log.
+        let db = s.stop().await;
+        let s = TestServer::start_on(db, extra).await;
+        let mut seen = Vec::new();
+        for _ in 0..200 {
+            let pings: Value = s
+                .client
+                .get(s.url(&format!("/api/v1/checks/{uuid}/pings")))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            seen = pings["pings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["n"].as_i64().unwrap())
+                .collect();
+            if seen.len() == 5 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(seen, [12, 11, 10, 9, 8]);
+    }
+);
