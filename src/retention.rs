@@ -110,12 +110,14 @@ pub async fn run(
             _ = stop.cancelled() => break,
             _ = ping_logs.tick() => {}
         }
-        // A replica that is not the leader waits to become it.
+        // A replica that is not the leader waits to become it, then does a
+        // whole pass at once.
         while !is_leader(&leader.borrow_and_update()) {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 changed = leader.changed() => if changed.is_err() { return },
             }
+            history_due = tokio::time::Instant::now();
         }
         let mut pruned = Pruned::default();
         match prune_ping_logs(&*store, retention.ping_log_limit, &stop).await {

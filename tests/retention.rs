@@ -11,7 +11,7 @@ use overdue::config::Config;
 use overdue::domain::check::{CheckInput, CheckSpec};
 use overdue::domain::ping::PingKind;
 use overdue::domain::status::{Reason, Status};
-use overdue::store::notify::{AttemptResult, NewNotification, KIND_ALERTS};
+use overdue::store::notify::{AttemptResult, NewNotification, KIND_ALERTS, KIND_UNDELIVERED};
 use overdue::store::{Check, CheckSource, NewPing, Store, StoredStatus, Transition};
 use serde_json::Value;
 
@@ -201,7 +201,10 @@ both_backends!(
         store
             .record_transitions(&[
                 change(old.id, Some(status(down, 20)), status(up, 30)),
-                change(young.id, Some(status(down, 5_000)), status(up, 6_000)),
+                Transition {
+                    quiet_event: Some((6_000, false)),
+                    ..change(young.id, Some(status(down, 5_000)), status(up, 6_000))
+                },
             ])
             .await
             .unwrap();
@@ -236,10 +239,24 @@ both_backends!(
                 }),
             ),
             ("dead", 2, 20, Some(AttemptResult::Delivered)),
+            // An "undelivered" notice that died is never reported itself.
+            (
+                "notice",
+                1,
+                10,
+                Some(AttemptResult::Dead {
+                    error: "refused".into(),
+                    retryable: false,
+                }),
+            ),
+            ("notice", 2, 20, Some(AttemptResult::Delivered)),
             ("recent", 1, 5_000, Some(AttemptResult::Delivered)),
             ("recent", 2, 6_000, Some(AttemptResult::Delivered)),
         ] {
-            let n = notification(group, seq, at);
+            let mut n = notification(group, seq, at);
+            if group == "notice" {
+                n.kind = KIND_UNDELIVERED;
+            }
             assert!(store.enqueue_notification(&n).await.unwrap());
             if let Some(result) = result {
                 store.record_attempt(&n.id, at, 1, &result).await.unwrap();
@@ -255,7 +272,7 @@ both_backends!(
                 ("flips", 5),
                 ("check_events", 1),
                 ("runs", 1),
-                ("notifications", 1),
+                ("notifications", 2),
             ]
         );
         assert!(store.list_incidents(old.id, 10).await.unwrap().is_empty());
@@ -274,7 +291,8 @@ both_backends!(
             young_flips.iter().map(|f| f.at).collect::<Vec<_>>(),
             [6_000, 5_000]
         );
-        assert!(store.list_events(young.id, 10).await.unwrap().is_empty());
+        let events = store.list_events(young.id, 10).await.unwrap();
+        assert_eq!(events.iter().map(|e| e.at).collect::<Vec<_>>(), [6_000]);
         assert!(store.list_runs(old.id, 10).await.unwrap().is_empty());
         let running = store.list_runs(open.id, 10).await.unwrap();
         assert_eq!(
@@ -286,7 +304,7 @@ both_backends!(
         );
         assert_eq!(store.list_runs(young.id, 10).await.unwrap().len(), 1);
         let mut kept: Vec<String> = Vec::new();
-        for group in ["superseded", "pending", "dead", "recent"] {
+        for group in ["superseded", "pending", "dead", "notice", "recent"] {
             for seq in [1, 2] {
                 let id = format!("{group}-{seq}");
                 if store.notification(&id).await.unwrap().is_some() {
@@ -302,6 +320,7 @@ both_backends!(
                 "pending-2",
                 "dead-1",
                 "dead-2",
+                "notice-2",
                 "recent-1",
                 "recent-2"
             ]
@@ -340,6 +359,18 @@ both_backends!(
             step.deleted.iter().find(|(t, _)| *t == "flips"),
             Some(&("flips", 1))
         );
+        // Each table keeps its newest row, however old: SQLite would give a
+        // new row the id of a deleted newest one.
+        while store.prune_history(10_000, 1_000).await.unwrap().more {}
+        for table in ["incidents", "flips", "check_events", "runs"] {
+            let newest = db.count(&format!("SELECT MAX(id) FROM {table}")).await;
+            let left = db
+                .count(&format!("SELECT COUNT(*) FROM {table} WHERE id = {newest}"))
+                .await;
+            assert_eq!(left, 1, "{table}");
+        }
+        assert_eq!(db.count("SELECT COUNT(*) FROM flips").await, 1);
+        assert_eq!(db.count("SELECT COUNT(*) FROM check_events").await, 1);
     }
 );
 

@@ -268,3 +268,34 @@ async fn inbox_rows_left_by_an_older_version_are_moved_into_the_log() {
     let store = open(&db).await;
     assert_pings(&store, &check, 6).await;
 }
+
+/// Retention between two chunks of a round: the first chunk indexed pings of
+/// "big" whose summary the round has not written yet. They are not in any
+/// durable summary, so they stay (a kill -9 now must refold them), and are
+/// trimmed like the others once the round is written.
+#[tokio::test]
+async fn retention_in_the_middle_of_a_round_keeps_what_no_summary_holds() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = open(&db).await;
+    let (big, small) = half_written_round(&store).await;
+    store.prune_ping_logs(0, 10, 5, 100_000).await.unwrap();
+    assert_pings(&store, &big, 2_500).await;
+    assert_pings(&store, &small, 10).await;
+    drop(store);
+
+    let store = open(&db).await;
+    assert_pings(&store, &big, 2_500).await;
+    fold_all(&store).await;
+    let step = store.prune_ping_logs(0, 10, 5, 100_000).await.unwrap();
+    assert_eq!(step.deleted, 2_495 + 5);
+    let kept: Vec<i64> = store
+        .list_pings(big.id, 10_000)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.n)
+        .collect();
+    assert_eq!(kept, [2_500, 2_499, 2_498, 2_497, 2_496]);
+    let read = store.check_by_uuid(big.uuid).await.unwrap();
+    assert_eq!(read.summary.n_pings, 2_500);
+}

@@ -19,8 +19,8 @@ pub struct PingLogStep {
     pub last: Option<i64>,
     /// Pings deleted.
     pub deleted: u64,
-    /// Some check may have more to delete than the step's limit: the same
-    /// checks need another step.
+    /// The step deleted at least as many pings as its per-check limit, so
+    /// some check may have more: the same checks need another step.
     pub more: bool,
 }
 
@@ -57,36 +57,46 @@ pub trait RetentionStore {
     async fn prune_history(&self, before: UnixMs, limit: u32) -> Result<HistoryStep, StoreError>;
 }
 
-/// The history deletes, the same SQL on both backends: `$1` is the instant
-/// before which history is deleted, `$2` the most rows per statement, and
+/// The history deletes, the same SQL on both backends. Each spares its
+/// table's newest row: SQLite numbers a new row after the highest id left, and
+/// an incident id must never be reused (a notification lists the incidents its
+/// receiver was told of). A dead "undelivered" notice is never itself reported,
+/// so it goes like a delivered one.
+///
+/// `$1` is the instant before which history is deleted, `$2` the most rows
+/// per statement, and
 /// `{lock}` is where PostgreSQL skips rows another transaction holds (a check
 /// being deleted, say), so that a delete never waits in a cycle with another.
 pub(crate) const HISTORY_SQL: [(&str, &str); 5] = [
     (
         "incidents",
         "DELETE FROM incidents WHERE id IN (SELECT id FROM incidents \
-         WHERE resolved_at IS NOT NULL AND resolved_at < $1 ORDER BY id LIMIT $2{lock})",
+         WHERE resolved_at IS NOT NULL AND resolved_at < $1 \
+         AND id < (SELECT MAX(id) FROM incidents) ORDER BY id LIMIT $2{lock})",
     ),
     (
         "flips",
-        "DELETE FROM flips WHERE id IN (SELECT id FROM flips WHERE at < $1 ORDER BY id LIMIT $2{lock})",
+        "DELETE FROM flips WHERE id IN (SELECT id FROM flips WHERE at < $1 \
+         AND id < (SELECT MAX(id) FROM flips) ORDER BY id LIMIT $2{lock})",
     ),
     (
         "check_events",
         "DELETE FROM check_events WHERE id IN (SELECT id FROM check_events \
-         WHERE at < $1 ORDER BY id LIMIT $2{lock})",
+         WHERE at < $1 AND id < (SELECT MAX(id) FROM check_events) \
+         ORDER BY id LIMIT $2{lock})",
     ),
     (
         "runs",
         "DELETE FROM runs WHERE id IN (SELECT id FROM runs \
-         WHERE ended_at IS NOT NULL AND ended_at < $1 ORDER BY id LIMIT $2{lock})",
+         WHERE ended_at IS NOT NULL AND ended_at < $1 \
+         AND id < (SELECT MAX(id) FROM runs) ORDER BY id LIMIT $2{lock})",
     ),
     // Attempts go with their notification (ON DELETE CASCADE).
     (
         "notifications",
         "DELETE FROM notifications WHERE id IN (SELECT n.id FROM notifications n \
          WHERE n.created_at < $1 AND n.state <> 'pending' \
-         AND (n.state <> 'dead' OR n.reported_at IS NOT NULL) \
+         AND (n.state <> 'dead' OR n.reported_at IS NOT NULL OR n.kind = 'undelivered') \
          AND EXISTS (SELECT 1 FROM notifications m WHERE m.group_key = n.group_key \
          AND m.receiver = n.receiver AND m.kind = n.kind AND m.seq > n.seq) \
          ORDER BY n.created_at LIMIT $2{lock})",

@@ -1486,19 +1486,22 @@ impl super::retention::RetentionStore for SqliteStore {
         let Some(&last) = ids.last() else {
             return Ok(super::retention::PingLogStep::default());
         };
-        // Only pings in the index: those past the last round are not in a
-        // written summary yet, and stay.
-        let mut sql = String::with_capacity(ids.len() * 300);
+        // Only pings in the index up to the check's written summary: a round
+        // indexes a check's pings in one chunk and may write its summary in
+        // a later one, and pings past the summary are refolded from the log
+        // after a restart. They stay, as does the log's tail past the round.
+        let mut sql = String::with_capacity(ids.len() * 500);
         for id in &ids {
-            let cutoff = format!(
-                "(SELECT id FROM ping_index WHERE check_id = {id} ORDER BY id DESC LIMIT 1 OFFSET {keep})"
+            let folded = format!(
+                "ping_index WHERE check_id = {id} \
+                 AND id <= (SELECT folded_through FROM check_state WHERE check_id = {id})"
             );
+            let cutoff =
+                format!("(SELECT id FROM {folded} ORDER BY id DESC LIMIT 1 OFFSET {keep})");
             // The same rows twice: the index still lists them when the
             // second statement looks.
-            let oldest = format!(
-                "SELECT id FROM ping_index WHERE check_id = {id} AND id <= {cutoff} \
-                 ORDER BY id LIMIT {limit}"
-            );
+            let oldest =
+                format!("SELECT id FROM {folded} AND id <= {cutoff} ORDER BY id LIMIT {limit}");
             let _ = writeln!(
                 sql,
                 "DELETE FROM pings WHERE id IN ({oldest});\n\
