@@ -56,17 +56,6 @@ async fn append(store: &Arc<dyn Store>, check_id: i64, from: i64, n: i64) {
     }
 }
 
-/// Folds every appended ping into its summary and writes it out.
-async fn fold_all(store: &Arc<dyn Store>) {
-    loop {
-        let f = store.fold(100_000).await.unwrap();
-        if !f.more && !f.writing {
-            break;
-        }
-    }
-    store.flush_folds().await.unwrap();
-}
-
 /// The numbers of a check's logged pings, newest first.
 async fn numbers(store: &Arc<dyn Store>, check_id: i64) -> Vec<i64> {
     let pings = store.list_pings(check_id, 10_000).await.unwrap();
@@ -82,7 +71,7 @@ both_backends!(
         let never = create(&store).await;
         append(&store, busy.id, 1, 150).await;
         append(&store, quiet.id, 1, 30).await;
-        fold_all(&store).await;
+        common::fold_all(&store).await;
         // Pings not yet in a written summary are never pruned.
         append(&store, busy.id, 151, 20).await;
 
@@ -118,7 +107,7 @@ both_backends!(
             (1..=30).rev().collect::<Vec<_>>()
         );
         // Once folded, they count like the others; the summary keeps its count.
-        fold_all(&store).await;
+        common::fold_all(&store).await;
         let step = store.prune_ping_logs(0, 10, 100, 1_000).await.unwrap();
         assert_eq!(step.deleted, 20);
         assert_eq!(
@@ -129,7 +118,7 @@ both_backends!(
         assert_eq!(read.summary.n_pings, 170);
         // New pings are numbered on.
         append(&store, busy.id, 171, 1).await;
-        fold_all(&store).await;
+        common::fold_all(&store).await;
         assert_eq!(numbers(&store, busy.id).await[..2], [171, 170]);
     }
 );
@@ -220,7 +209,7 @@ both_backends!(
             ])
             .await
             .unwrap();
-        fold_all(&store).await;
+        common::fold_all(&store).await;
         // Notifications to one receiver, in four groups, all but the last
         // created long ago: superseded and delivered; pending; a dead letter
         // not yet reported; recent.

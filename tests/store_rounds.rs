@@ -83,17 +83,6 @@ async fn half_written_round(store: &Arc<dyn Store>) -> (Check, Check) {
     (big, small)
 }
 
-/// Folds until the inbox is empty and every round is written.
-async fn fold_all(store: &Arc<dyn Store>) {
-    loop {
-        let f = store.fold(100_000).await.unwrap();
-        if !f.more && !f.writing {
-            break;
-        }
-    }
-    store.flush_folds().await.unwrap();
-}
-
 /// The check's pings, exactly once each, numbered 1..=n with items 1..=n.
 async fn assert_pings(store: &Arc<dyn Store>, check: &Check, n: i64) {
     let read = store.check_by_uuid(check.uuid).await.unwrap();
@@ -115,7 +104,7 @@ async fn reads_see_every_ping_while_a_round_is_half_written() {
     let (big, small) = half_written_round(&store).await;
     assert_pings(&store, &big, 2_500).await;
     assert_pings(&store, &small, 10).await;
-    fold_all(&store).await;
+    common::fold_all(&store).await;
     assert_pings(&store, &big, 2_500).await;
     assert_pings(&store, &small, 10).await;
 }
@@ -137,13 +126,13 @@ async fn a_restart_in_the_middle_of_a_round_refolds_only_what_was_not_written() 
         .await
         .unwrap();
     assert_pings(&store, &big, 2_501).await;
-    fold_all(&store).await;
+    common::fold_all(&store).await;
     assert_pings(&store, &big, 2_501).await;
     assert_pings(&store, &small, 10).await;
     // And once more after a clean round: nothing is folded twice.
     drop(store);
     let store = open(&db).await;
-    fold_all(&store).await;
+    common::fold_all(&store).await;
     assert_pings(&store, &big, 2_501).await;
     assert_pings(&store, &small, 10).await;
 }
@@ -154,13 +143,13 @@ async fn a_check_deleted_in_the_middle_of_a_round_does_not_stop_it() {
     let store = open(&db).await;
     let (big, small) = half_written_round(&store).await;
     store.delete_check(big.id).await.unwrap();
-    fold_all(&store).await;
+    common::fold_all(&store).await;
     assert_pings(&store, &small, 10).await;
     store
         .append_pings(&[ping(small.id, 5_000, 11)])
         .await
         .unwrap();
-    fold_all(&store).await;
+    common::fold_all(&store).await;
     assert_pings(&store, &small, 11).await;
 }
 
@@ -180,11 +169,11 @@ async fn an_update_keeps_pings_folded_but_not_yet_written() {
         .append_pings(&[ping(check.id, 5_000, 4)])
         .await
         .unwrap();
-    fold_all(&store).await;
+    common::fold_all(&store).await;
     assert_pings(&store, &check, 4).await;
     drop(store);
     let store = open(&db).await;
-    fold_all(&store).await;
+    common::fold_all(&store).await;
     assert_pings(&store, &check, 4).await;
 }
 
@@ -194,7 +183,7 @@ async fn stopped_after_two_pings(db: &TestDb, slug: &str) -> Check {
     let store = open(db).await;
     let check = create(&store, slug).await;
     append(&store, check.id, 2).await;
-    fold_all(&store).await;
+    common::fold_all(&store).await;
     check
 }
 
@@ -232,7 +221,7 @@ async fn deleting_a_check_deletes_its_log_rows_indexed_or_not() {
     store.delete_check(big.id).await.unwrap();
     let left = format!("SELECT COUNT(*) FROM pings WHERE check_id = {}", big.id);
     assert_eq!(db.count(&left).await, 0);
-    fold_all(&store).await;
+    common::fold_all(&store).await;
     assert_eq!(db.count(&left).await, 0);
     assert_pings(&store, &small, 10).await;
 }
@@ -285,7 +274,7 @@ async fn retention_in_the_middle_of_a_round_keeps_what_no_summary_holds() {
 
     let store = open(&db).await;
     assert_pings(&store, &big, 2_500).await;
-    fold_all(&store).await;
+    common::fold_all(&store).await;
     let step = store.prune_ping_logs(0, 10, 5, 100_000).await.unwrap();
     assert_eq!(step.deleted, 2_495 + 5);
     let kept: Vec<i64> = store

@@ -535,3 +535,16 @@ pub async fn daily_check_pinged(
     let touched = store.fold(100).await.unwrap().touched;
     (check.id, touched)
 }
+
+/// Folds until the inbox is empty and every round is written (SQLite writes
+/// summaries and the ping index in rounds), then writes what is kept in
+/// memory.
+pub async fn fold_all(store: &std::sync::Arc<dyn overdue::store::Store>) {
+    loop {
+        let f = store.fold(100_000).await.unwrap();
+        if !f.more && !f.writing {
+            break;
+        }
+    }
+    store.flush_folds().await.unwrap();
+}
