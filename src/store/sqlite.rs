@@ -334,12 +334,19 @@ impl Store for SqliteStore {
             return Ok(());
         }
         // One statement string per batch (see the module comment on sqlx's
-        // per-call cost); inside a sqlx transaction so a failure rolls back.
+        // per-call cost), built before any lock is taken; inside a sqlx
+        // transaction so a failure rolls back.
+        let all: HashSet<i64> = batch.iter().map(|t| t.check_id).collect();
+        let sql = transitions_sql(&TransitionRows::new(batch, &all));
+        // Under the writer's lock: a check is deleted only under it, so none
+        // can go between the read below and the writes; and the ping writer,
+        // kept out meanwhile, waits on the lock rather than sleeping in
+        // SQLite's busy handler.
+        let _w = self.writer.lock().await;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        // The writer lock is held from here, so no delete can come between
-        // this read and the writes: changes of checks already gone are dropped
-        // (they would fail the whole batch on the foreign keys).
-        let ids: Vec<String> = batch.iter().map(|t| t.check_id.to_string()).collect();
+        // Changes of checks already gone are dropped (they would fail the
+        // whole batch on the foreign keys).
+        let ids: Vec<String> = all.iter().map(i64::to_string).collect();
         let live: HashSet<i64> = sqlx::query_scalar(&format!(
             "SELECT id FROM checks WHERE id IN ({})",
             ids.join(",")
@@ -348,80 +355,15 @@ impl Store for SqliteStore {
         .await?
         .into_iter()
         .collect();
-        let rows = TransitionRows::new(batch, &live);
-        if rows.status.is_empty() {
-            return Ok(());
-        }
-        let mut sql = String::with_capacity(batch.len() * 200);
-        let values = |sql: &mut String, items: Vec<String>| {
-            sql.push_str(&items.join(","));
-            sql.push_str(";\n");
+        let sql = if live.len() == all.len() {
+            sql
+        } else {
+            let rows = TransitionRows::new(batch, &live);
+            if rows.status.is_empty() {
+                return Ok(());
+            }
+            transitions_sql(&rows)
         };
-        sql.push_str("INSERT INTO check_status (check_id, status, reason, since, quiet) VALUES ");
-        values(
-            &mut sql,
-            rows.status
-                .iter()
-                .map(|(id, st, r, since, q)| {
-                    format!("({id},'{st}',{},{since},{})", opt_text(*r), i32::from(*q))
-                })
-                .collect(),
-        );
-        sql.truncate(sql.len() - 2);
-        sql.push_str(
-            " ON CONFLICT (check_id) DO UPDATE SET status = excluded.status, \
-             reason = excluded.reason, since = excluded.since, quiet = excluded.quiet;\n",
-        );
-        if !rows.flips.is_empty() {
-            sql.push_str(
-                "INSERT INTO flips (check_id, at, old_status, new_status, reason, recorded_at) VALUES ",
-            );
-            values(
-                &mut sql,
-                rows.flips
-                    .iter()
-                    .map(|(id, at, old, new, r, rec)| {
-                        format!("({id},{at},'{old}','{new}',{},{rec})", opt_text(*r))
-                    })
-                    .collect(),
-            );
-        }
-        if !rows.opened.is_empty() {
-            sql.push_str("INSERT INTO incidents (check_id, opened_at, status, reason) VALUES ");
-            values(
-                &mut sql,
-                rows.opened
-                    .iter()
-                    .map(|(id, at, st, r)| format!("({id},{at},'{st}',{})", opt_text(*r)))
-                    .collect(),
-            );
-            sql.truncate(sql.len() - 2);
-            sql.push_str(" ON CONFLICT DO NOTHING;\n");
-        }
-        if !rows.resolved.is_empty() {
-            sql.push_str("UPDATE incidents SET resolved_at = v.column2 FROM (VALUES ");
-            sql.push_str(
-                &rows
-                    .resolved
-                    .iter()
-                    .map(|(id, at)| format!("({id},{at})"))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            );
-            sql.push_str(
-                ") AS v WHERE incidents.check_id = v.column1 AND incidents.resolved_at IS NULL;\n",
-            );
-        }
-        if !rows.events.is_empty() {
-            sql.push_str("INSERT INTO check_events (check_id, at, kind, detail) VALUES ");
-            values(
-                &mut sql,
-                rows.events
-                    .iter()
-                    .map(|(id, at, d)| format!("({id},{at},{},{})", text(QUIET_EVENT), text(d)))
-                    .collect(),
-            );
-        }
         sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(&sql)).await?;
         tx.commit().await?;
         Ok(())
@@ -1466,6 +1408,81 @@ impl super::lease::LeaseStore for SqliteStore {
         _stop: tokio_util::sync::CancellationToken,
     ) {
     }
+}
+
+/// The statements that record a batch of transitions, as one string.
+fn transitions_sql(rows: &TransitionRows) -> String {
+    let mut sql = String::with_capacity(rows.status.len() * 200);
+    let values = |sql: &mut String, items: Vec<String>| {
+        sql.push_str(&items.join(","));
+        sql.push_str(";\n");
+    };
+    sql.push_str("INSERT INTO check_status (check_id, status, reason, since, quiet) VALUES ");
+    values(
+        &mut sql,
+        rows.status
+            .iter()
+            .map(|(id, st, r, since, q)| {
+                format!("({id},'{st}',{},{since},{})", opt_text(*r), i32::from(*q))
+            })
+            .collect(),
+    );
+    sql.truncate(sql.len() - 2);
+    sql.push_str(
+        " ON CONFLICT (check_id) DO UPDATE SET status = excluded.status, \
+         reason = excluded.reason, since = excluded.since, quiet = excluded.quiet;\n",
+    );
+    if !rows.flips.is_empty() {
+        sql.push_str(
+            "INSERT INTO flips (check_id, at, old_status, new_status, reason, recorded_at) VALUES ",
+        );
+        values(
+            &mut sql,
+            rows.flips
+                .iter()
+                .map(|(id, at, old, new, r, rec)| {
+                    format!("({id},{at},'{old}','{new}',{},{rec})", opt_text(*r))
+                })
+                .collect(),
+        );
+    }
+    if !rows.opened.is_empty() {
+        sql.push_str("INSERT INTO incidents (check_id, opened_at, status, reason) VALUES ");
+        values(
+            &mut sql,
+            rows.opened
+                .iter()
+                .map(|(id, at, st, r)| format!("({id},{at},'{st}',{})", opt_text(*r)))
+                .collect(),
+        );
+        sql.truncate(sql.len() - 2);
+        sql.push_str(" ON CONFLICT DO NOTHING;\n");
+    }
+    if !rows.resolved.is_empty() {
+        sql.push_str("UPDATE incidents SET resolved_at = v.column2 FROM (VALUES ");
+        sql.push_str(
+            &rows
+                .resolved
+                .iter()
+                .map(|(id, at)| format!("({id},{at})"))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        sql.push_str(
+            ") AS v WHERE incidents.check_id = v.column1 AND incidents.resolved_at IS NULL;\n",
+        );
+    }
+    if !rows.events.is_empty() {
+        sql.push_str("INSERT INTO check_events (check_id, at, kind, detail) VALUES ");
+        values(
+            &mut sql,
+            rows.events
+                .iter()
+                .map(|(id, at, d)| format!("({id},{at},{},{})", text(QUIET_EVENT), text(d)))
+                .collect(),
+        );
+    }
+    sql
 }
 
 #[async_trait]
