@@ -1,7 +1,8 @@
-//! Retention (SPEC §8): the leader (from the moment it becomes leader) trims each check's ping log to its newest
+//! Retention (SPEC §8): the leader trims each check's ping log to its newest
 //! `ping_log_limit` pings every minute, and deletes history (resolved
 //! incidents, flips, events, closed runs, notifications) older than
-//! `retention` every hour. What the deletes spare is in
+//! `retention` every hour; a replica does a whole pass as soon as it becomes
+//! leader. What the deletes spare is in
 //! [`crate::store::retention`].
 //!
 //! Each step is a short transaction over a bounded number of checks or rows,
@@ -48,8 +49,8 @@ struct Pruned {
     history: Vec<(&'static str, u64)>,
 }
 
-/// Trims every check's ping log; stops early (returning what it did) when
-/// `stop` is cancelled.
+/// Trims every check's ping log, a page of checks at a time; stops early
+/// (returning what it did) when `stop` is cancelled.
 pub async fn prune_ping_logs(
     store: &dyn Store,
     keep: u32,
@@ -58,16 +59,24 @@ pub async fn prune_ping_logs(
     let mut after = 0;
     let mut deleted = 0;
     while !stop.is_cancelled() {
-        let step = store
-            .prune_ping_logs(after, CHECKS_PER_STEP, keep, PINGS_PER_CHECK)
-            .await?;
-        deleted += step.deleted;
-        let Some(last) = step.last else { break };
-        // A check with a long backlog: the same checks again.
-        if !step.more {
-            after = last;
+        let page: Vec<i64> = store
+            .metric_checks(after, CHECKS_PER_STEP)
+            .await?
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        let Some(&last) = page.last() else { break };
+        // The same page again while a check of it may have a backlog longer
+        // than one step takes.
+        loop {
+            let n = store.prune_ping_logs(&page, keep, PINGS_PER_CHECK).await?;
+            deleted += n;
+            tokio::time::sleep(PAUSE).await;
+            if n < u64::from(PINGS_PER_CHECK) || stop.is_cancelled() {
+                break;
+            }
         }
-        tokio::time::sleep(PAUSE).await;
+        after = last;
     }
     Ok(deleted)
 }

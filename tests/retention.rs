@@ -75,28 +75,12 @@ both_backends!(
         // Pings not yet in a written summary are never pruned.
         append(&store, busy.id, 151, 20).await;
 
-        // At most 30 per check and step: the oldest first, then the rest.
-        let step = store.prune_ping_logs(0, 2, 100, 30).await.unwrap();
-        assert_eq!(
-            (step.last, step.deleted, step.more),
-            (Some(quiet.id), 30, true)
-        );
+        // At most 30 per check and call: the oldest first, then the rest.
+        let all = [busy.id, quiet.id, never.id];
+        assert_eq!(store.prune_ping_logs(&all, 100, 30).await.unwrap(), 30);
         assert_eq!(numbers(&store, busy.id).await.last(), Some(&31));
-        let step = store.prune_ping_logs(0, 2, 100, 30).await.unwrap();
-        assert_eq!(
-            (step.last, step.deleted, step.more),
-            (Some(quiet.id), 20, false)
-        );
-        let step = store
-            .prune_ping_logs(quiet.id, 2, 100, 1_000)
-            .await
-            .unwrap();
-        assert_eq!((step.last, step.deleted), (Some(never.id), 0));
-        let step = store
-            .prune_ping_logs(never.id, 2, 100, 1_000)
-            .await
-            .unwrap();
-        assert_eq!((step.last, step.deleted), (None, 0));
+        assert_eq!(store.prune_ping_logs(&all, 100, 30).await.unwrap(), 20);
+        assert_eq!(store.prune_ping_logs(&all, 100, 30).await.unwrap(), 0);
 
         assert_eq!(
             numbers(&store, busy.id).await,
@@ -108,8 +92,12 @@ both_backends!(
         );
         // Once folded, they count like the others; the summary keeps its count.
         common::fold_all(&store).await;
-        let step = store.prune_ping_logs(0, 10, 100, 1_000).await.unwrap();
-        assert_eq!(step.deleted, 20);
+        // The server's pass, a page of checks at a time.
+        let stop = tokio_util::sync::CancellationToken::new();
+        let deleted = overdue::retention::prune_ping_logs(&*store, 100, &stop)
+            .await
+            .unwrap();
+        assert_eq!(deleted, 20);
         assert_eq!(
             numbers(&store, busy.id).await,
             (71..=170).rev().collect::<Vec<_>>()

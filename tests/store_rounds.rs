@@ -267,7 +267,8 @@ async fn retention_in_the_middle_of_a_round_keeps_what_no_summary_holds() {
     let db = TestDb::new(Backend::Sqlite).await;
     let store = open(&db).await;
     let (big, small) = half_written_round(&store).await;
-    store.prune_ping_logs(0, 10, 5, 100_000).await.unwrap();
+    let both = [big.id, small.id];
+    store.prune_ping_logs(&both, 5, 100_000).await.unwrap();
     assert_pings(&store, &big, 2_500).await;
     assert_pings(&store, &small, 10).await;
     drop(store);
@@ -275,8 +276,8 @@ async fn retention_in_the_middle_of_a_round_keeps_what_no_summary_holds() {
     let store = open(&db).await;
     assert_pings(&store, &big, 2_500).await;
     common::fold_all(&store).await;
-    let step = store.prune_ping_logs(0, 10, 5, 100_000).await.unwrap();
-    assert_eq!(step.deleted, 2_495 + 5);
+    let deleted = store.prune_ping_logs(&both, 5, 100_000).await.unwrap();
+    assert_eq!(deleted, 2_495 + 5);
     let kept: Vec<i64> = store
         .list_pings(big.id, 10_000)
         .await

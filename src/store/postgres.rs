@@ -1308,22 +1308,7 @@ impl super::lease::LeaseStore for PgStore {
 
 #[async_trait]
 impl super::retention::RetentionStore for PgStore {
-    async fn prune_ping_logs(
-        &self,
-        after: i64,
-        checks: u32,
-        keep: u32,
-        limit: u32,
-    ) -> Result<super::retention::PingLogStep, StoreError> {
-        let ids: Vec<i64> =
-            sqlx::query_scalar("SELECT id FROM checks WHERE id > $1 ORDER BY id LIMIT $2")
-                .bind(after)
-                .bind(i64::from(checks))
-                .fetch_all(&self.pool)
-                .await?;
-        let Some(&last) = ids.last() else {
-            return Ok(super::retention::PingLogStep::default());
-        };
+    async fn prune_ping_logs(&self, ids: &[i64], keep: u32, limit: u32) -> Result<u64, StoreError> {
         // Every row of the log is folded (unfolded pings are in the inbox).
         // Rows another transaction holds (a check being deleted) are
         // skipped, not waited for: the next pass takes them.
@@ -1335,17 +1320,12 @@ impl super::retention::RetentionStore for PgStore {
              ORDER BY id LIMIT $3) AS o \
              JOIN pings p ON p.id = o.id FOR UPDATE OF p SKIP LOCKED)",
         )
-        .bind(&ids)
+        .bind(ids)
         .bind(i64::from(keep))
         .bind(i64::from(limit))
         .execute(&self.pool)
         .await?;
-        let deleted = done.rows_affected();
-        Ok(super::retention::PingLogStep {
-            last: Some(last),
-            deleted,
-            more: deleted >= u64::from(limit),
-        })
+        Ok(done.rows_affected())
     }
 
     async fn prune_history(

@@ -11,19 +11,6 @@ use async_trait::async_trait;
 use super::StoreError;
 use crate::domain::ping::UnixMs;
 
-/// One step through the checks' ping logs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PingLogStep {
-    /// The last check this step went through; `None` when there were no
-    /// more checks after `after`.
-    pub last: Option<i64>,
-    /// Pings deleted.
-    pub deleted: u64,
-    /// The step deleted at least as many pings as its per-check limit, so
-    /// some check may have more: the same checks need another step.
-    pub more: bool,
-}
-
 /// Rows of history deleted by one step, by table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HistoryStep {
@@ -32,26 +19,20 @@ pub struct HistoryStep {
     pub more: bool,
 }
 
-impl HistoryStep {
-    pub fn total(&self) -> u64 {
-        self.deleted.iter().map(|(_, n)| n).sum()
-    }
-}
-
 /// The deletes of retention, each bounded so that it holds the database
 /// only briefly.
 #[async_trait]
 pub trait RetentionStore {
-    /// Trims the ping logs of the (at most `checks`) checks with an id above
-    /// `after` towards their newest `keep` folded pings, deleting at most
-    /// `limit` pings of each, the oldest first.
+    /// Trims the ping logs of `checks` towards their newest `keep` folded
+    /// pings, deleting at most `limit` pings of each, the oldest first;
+    /// returns how many it deleted. (The caller pages through the checks
+    /// with [`super::metrics::MetricsStore::metric_checks`].)
     async fn prune_ping_logs(
         &self,
-        after: i64,
-        checks: u32,
+        checks: &[i64],
         keep: u32,
         limit: u32,
-    ) -> Result<PingLogStep, StoreError>;
+    ) -> Result<u64, StoreError>;
     /// Deletes at most `limit` rows per table of history that ended before
     /// `before`.
     async fn prune_history(&self, before: UnixMs, limit: u32) -> Result<HistoryStep, StoreError>;

@@ -1487,28 +1487,16 @@ fn transitions_sql(rows: &TransitionRows) -> String {
 
 #[async_trait]
 impl super::retention::RetentionStore for SqliteStore {
-    async fn prune_ping_logs(
-        &self,
-        after: i64,
-        checks: u32,
-        keep: u32,
-        limit: u32,
-    ) -> Result<super::retention::PingLogStep, StoreError> {
-        let ids: Vec<i64> =
-            sqlx::query_scalar("SELECT id FROM checks WHERE id > ? ORDER BY id LIMIT ?")
-                .bind(after)
-                .bind(i64::from(checks))
-                .fetch_all(&self.pool)
-                .await?;
-        let Some(&last) = ids.last() else {
-            return Ok(super::retention::PingLogStep::default());
-        };
+    async fn prune_ping_logs(&self, ids: &[i64], keep: u32, limit: u32) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
         // Only pings in the index up to the check's written summary: a round
         // indexes a check's pings in one chunk and may write its summary in
         // a later one, and pings past the summary are refolded from the log
         // after a restart. They stay, as does the log's tail past the round.
         let mut sql = String::with_capacity(ids.len() * 500);
-        for id in &ids {
+        for id in ids {
             let folded = format!(
                 "ping_index WHERE check_id = {id} \
                  AND id <= (SELECT folded_through FROM check_state WHERE check_id = {id})"
@@ -1532,12 +1520,7 @@ impl super::retention::RetentionStore for SqliteStore {
         let done = sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(&sql)).await?;
         tx.commit().await?;
         // Each ping deleted is one row of the log and one of the index.
-        let deleted = done.rows_affected() / 2;
-        Ok(super::retention::PingLogStep {
-            last: Some(last),
-            deleted,
-            more: deleted >= u64::from(limit),
-        })
+        Ok(done.rows_affected() / 2)
     }
 
     async fn prune_history(
