@@ -30,6 +30,11 @@
 #                               overdue_bench_<random> is created next to the one
 #                               it names and dropped afterwards
 #                               (default postgres://postgres@127.0.0.1:5432/test)
+#   BENCH_PG_WAL_MB             before each PostgreSQL run, WAL is written until the
+#                               server keeps this much in segments for reuse (default
+#                               1024, capped at its max_wal_size; 0: skip), so that the
+#                               run measures a server whose WAL is sized for the load
+#                               (see "PostgreSQL's WAL" in BENCHMARKS.md)
 #   BENCH_OUTPUT_DIR            if set, wrk's full outputs, the uuid files and the
 #                               server logs are kept there
 #   CARGO_TARGET_DIR            honoured, as by cargo
@@ -43,6 +48,7 @@ DATABASES=${BENCH_DATABASES:-sqlite postgres}
 RUNS=${BENCH_RUNS:-3}
 PG_ADMIN_URL=${OVERDUE_BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}
 OUTPUT_DIR=${BENCH_OUTPUT_DIR:-}
+PG_WAL_MB=${BENCH_PG_WAL_MB:-1024}
 [[ -z $OUTPUT_DIR || $OUTPUT_DIR == /* ]] || OUTPUT_DIR=$PWD/$OUTPUT_DIR
 THREADS=2
 N_CHECKS=10000
@@ -73,6 +79,7 @@ command -v curl >/dev/null || die "curl is not installed"
 command -v cargo >/dev/null || die "cargo is not installed"
 [[ $CONNECTIONS =~ ^[0-9]+$ ]] || die "BENCH_CONNECTIONS must be a number, got '$CONNECTIONS'"
 [[ $RUNS =~ ^[0-9]+$ ]] && ((RUNS >= 1)) || die "BENCH_RUNS must be a number of at least 1, got '$RUNS'"
+[[ $PG_WAL_MB =~ ^[0-9]+$ ]] || die "BENCH_PG_WAL_MB must be a number of megabytes, got '$PG_WAL_MB'"
 for db in $DATABASES; do
     [[ $db == sqlite || $db == postgres ]] || die "BENCH_DATABASES: unknown database '$db' (sqlite, postgres)"
 done
@@ -123,6 +130,46 @@ drop_pg_db() {
             -c "DROP DATABASE IF EXISTS \"$PG_DB\"" >/dev/null ||
         echo "bench/ping.sh: could not drop PostgreSQL database $PG_DB" >&2
     PG_DB=""
+}
+
+# PostgreSQL writes its WAL into 16 MB segment files. When it needs a segment
+# and has none kept for reuse, the backend that needs it creates one (writes
+# 16 MB of zeros and fsyncs it) while holding the WAL write lock, and every
+# commit on the server waits: 50-300 ms on this kind of machine, one stall per
+# 16 MB of WAL (BENCHMARKS.md). A server that has run a load keeps its segments
+# for reuse at each checkpoint; a fresh one creates them.
+pg_admin() { PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAt -v ON_ERROR_STOP=1 "$@"; }
+# Segment files in pg_wal (needs superuser or pg_monitor), or nothing.
+pg_wal_segments() {
+    pg_admin -c "SELECT count(*) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}\$'" 2>/dev/null || true
+}
+# presize_wal DATABASE_URL: writes WAL (a table written and dropped) and
+# checkpoints until pg_wal holds PG_WAL_MB of segments or stops growing. Sets
+# WAL_NOTE.
+presize_wal() {
+    local url=$1 want have before max_mb seg_mb rows i
+    WAL_NOTE=""
+    ((PG_WAL_MB > 0)) || return 0
+    have=$(pg_wal_segments)
+    seg_mb=$(pg_admin -c "SELECT setting::bigint / 1048576 FROM pg_settings WHERE name = 'wal_segment_size'" 2>/dev/null || true)
+    max_mb=$(pg_admin -c "SELECT setting FROM pg_settings WHERE name = 'max_wal_size'" 2>/dev/null || true)
+    if ! [[ $have =~ ^[0-9]+$ && $seg_mb =~ ^[0-9]+$ && $max_mb =~ ^[0-9]+$ ]] || ((seg_mb == 0)); then
+        warn "PostgreSQL: cannot read pg_wal (needs superuser or pg_monitor); its WAL was not sized before the run"
+        return 0
+    fi
+    want=$(((PG_WAL_MB < max_mb ? PG_WAL_MB : max_mb) / seg_mb))
+    before=$have
+    for i in 1 2 3 4 5 6; do
+        ((have >= want)) && break
+        rows=$(((want - have) * seg_mb * 1024 * 1024 / 2000 + 1000))
+        PGCONNECT_TIMEOUT=5 psql "$url" -qAt -v ON_ERROR_STOP=1 \
+            -c "CREATE TABLE overdue_bench_wal AS SELECT repeat(md5(g::text), 60) AS pad FROM generate_series(1, $rows) g" \
+            -c "DROP TABLE overdue_bench_wal" -c "CHECKPOINT" >/dev/null ||
+            { warn "PostgreSQL: could not write WAL to size it before the run"; return 0; }
+        have=$(pg_wal_segments)
+        [[ $have =~ ^[0-9]+$ ]] || return 0
+    done
+    WAL_NOTE="pg_wal held $before segments, $have after sizing (wanted $want)"
 }
 
 cleanup() {
@@ -402,9 +449,11 @@ noop_run() { run_wrk "$1" "$NOOP_URL" "$2"; }
 # overdue_run NAME UUID_FILE: one wrk run against overdue, then checks that every
 # 200 it got is counted in the stored pings.
 overdue_run() {
-    local name=$1 uuids=$2 before after ok delta
+    local name=$1 uuids=$2 before after ok delta wal0="" wal1=""
     before=$(stored_pings)
+    [[ $name == *postgres* ]] && wal0=$(pg_wal_segments)
     run_wrk "$name" "$SERVER_URL" "$uuids"
+    [[ $name == *postgres* ]] && wal1=$(pg_wal_segments)
     if ! kill -0 "$SERVER_PID" 2>/dev/null; then
         tail -n 20 "$SERVER_LOG" >&2
         die "overdue died during $name (log above)"
@@ -426,6 +475,11 @@ overdue_run() {
     fi
     printf '   %-28s stored pings +%s for %s 200 responses\n' "" "$delta" "$ok"
     PINGS_NOTE="$(fmt_int "$delta") pings counted by the server for $(fmt_int "$ok") 200 responses"
+    if [[ $wal0 =~ ^[0-9]+$ && $wal1 =~ ^[0-9]+$ ]]; then
+        # Only checkpoints remove segments, and they rarely fall inside a run.
+        PINGS_NOTE="$PINGS_NOTE; WAL segments PostgreSQL created: $((wal1 > wal0 ? wal1 - wal0 : 0))"
+        printf '   %-28s WAL segments in pg_wal: %s -> %s\n' "" "$wal0" "$wal1"
+    fi
 }
 
 # ---------------------------------------------------------------------------
@@ -488,6 +542,8 @@ for run in $(seq 1 "$RUNS"); do
                 query=${PG_ADMIN_URL#"$base"}
                 if [[ ${base#*://} == */* ]]; then base=${base%/*}; fi
                 database_url="$base/$PG_DB$query"
+                presize_wal "$database_url"
+                [[ -n $WAL_NOTE ]] && echo "   PostgreSQL's WAL: $WAL_NOTE"
                 ;;
         esac
 
@@ -579,6 +635,12 @@ SECTION=$WORK/section.md
     echo "The sequence ran $RUNS times (databases alternating, each run on a fresh server and"
     echo "database); each cell gives the median ratio (with the req/s of the run that has it)"
     echo "and the median p99, then every run's ratio (p99)."
+    if [[ -n $PG_VERSION ]] && ((PG_WAL_MB > 0)); then
+        echo "Before each PostgreSQL run the script writes WAL and checkpoints until the server"
+        echo "keeps ${PG_WAL_MB} MB of WAL segments (at most its \`max_wal_size\`) for reuse, as a server that"
+        echo "has run this load keeps them; each run then lists the segments PostgreSQL had to"
+        echo "create (see \"PostgreSQL's WAL\" below for why)."
+    fi
     echo
     echo "- Date: $DATE"
     echo "- Commit: $COMMIT"
