@@ -515,6 +515,43 @@ async fn sqlite_heartbeat_waits_for_a_concurrent_writer() {
     assert_eq!(beat.unwrap(), None);
 }
 
+/// SQLite: the ping writer leaves checkpoints to a connection of its own, so
+/// that no ping waits for a checkpoint's fsync. Pings appended well below the
+/// writer's own checkpoint threshold still reach the database file within a
+/// moment: read with `immutable=1`, which ignores the WAL, the file holds
+/// them without any further write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_pings_are_checkpointed_off_the_writer() {
+    use sqlx::Connection;
+    let (db, store) = open(Backend::Sqlite).await;
+    let c = store
+        .create_check(&spec(r#"{"slug":"wal"}"#), CheckSource::Api, 1_000)
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let batch: Vec<NewPing> = (0..10)
+            .map(|j| ping(c.id, 2_000 + i * 10 + j, PingKind::Success))
+            .collect();
+        store.append_pings(&batch).await.unwrap();
+    }
+    let file_only = format!("{}?mode=ro&immutable=1", db.url);
+    // Until the first checkpoint even the tables are only in the WAL.
+    let mut in_file = Err("not read yet".to_string());
+    for _ in 0..50 {
+        let mut conn = sqlx::SqliteConnection::connect(&file_only).await.unwrap();
+        in_file = sqlx::query_scalar::<_, i64>("SELECT count(*) FROM pings")
+            .fetch_one(&mut conn)
+            .await
+            .map_err(|e| e.to_string());
+        conn.close().await.unwrap();
+        if in_file == Ok(200) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(in_file, Ok(200), "pings in the database file, past the WAL");
+}
+
 /// PostgreSQL appends pings on connections of their own, kept between
 /// batches. One the server ended while it sat idle (a restart, an
 /// administrator, a proxy's idle timeout) is noticed and replaced: the next
