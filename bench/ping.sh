@@ -34,7 +34,7 @@
 #                               server keeps this much in segments for reuse (default
 #                               1024, capped at its max_wal_size; 0: skip), so that the
 #                               run measures a server whose WAL is sized for the load
-#                               (see "PostgreSQL's WAL" in BENCHMARKS.md)
+#                               (BENCHMARKS.md, "Ping ingestion: 2026-12-01 night")
 #   BENCH_OUTPUT_DIR            if set, wrk's full outputs, the uuid files and the
 #                               server logs are kept there
 #   CARGO_TARGET_DIR            honoured, as by cargo
@@ -649,7 +649,7 @@ SECTION=$WORK/section.md
         echo "Before each PostgreSQL run the script writes WAL and checkpoints until the server"
         echo "keeps ${PG_WAL_MB} MB of WAL segments (at most its \`max_wal_size\`) for reuse, as a server that"
         echo "has run this load keeps them; each run then lists the segments PostgreSQL had to"
-        echo "create (see \"PostgreSQL's WAL\" below for why)."
+        echo "create (see \"Ping ingestion: 2026-12-01 night\" below for why)."
     fi
     echo
     echo "- Date: $DATE"
