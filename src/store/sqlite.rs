@@ -46,15 +46,22 @@ pub struct SqliteStore {
     _checkpointer: tokio_util::sync::DropGuard,
 }
 
-/// How far the WAL may grow before the ping writer checkpoints it itself
-/// (SQLite's `wal_autocheckpoint`, in pages; its default is 1,000). Below
-/// this the checkpointer does it on its own connection: a checkpoint ends
-/// with an fsync of the database file, 5–30 ms on the benchmark machine
-/// (and up to ~500 ms once), and the writer's every ping waited for it.
-const WRITER_AUTOCHECKPOINT_PAGES: u32 = 16_384;
-/// How long the checkpointer waits after a commit before it checkpoints,
-/// so that one checkpoint covers many batches.
+/// How far the WAL may grow before a connection that commits checkpoints it
+/// itself (SQLite's `wal_autocheckpoint`, in pages; its default is 1,000),
+/// on every connection. Below this the checkpointer does it on its own
+/// connection: a checkpoint ends with fsyncs, 5–30 ms on the benchmark
+/// machine, and a commit that checkpoints holds every ping behind it (the
+/// ping writer's own, and the other writes that take the writer's lock).
+/// Under a sustained load the WAL cannot start over, so this still happens
+/// once per this many pages.
+const AUTOCHECKPOINT_PAGES: u32 = 16_384;
+/// How long the checkpointer waits after a ping write before it
+/// checkpoints, so that one checkpoint covers many batches.
 const CHECKPOINT_AFTER: Duration = Duration::from_millis(200);
+/// How often the checkpointer looks anyway, for the writes that do not
+/// wake it (the API, the evaluator, heartbeats); a checkpoint with nothing
+/// to copy only reads the WAL's header.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 
 /// What the single ping writer owns: its connection and the summaries it keeps.
 struct Writer {
@@ -99,7 +106,8 @@ impl SqliteStore {
                 config::SqliteSynchronous::Full => SqliteSynchronous::Full,
             })
             .busy_timeout(Duration::from_secs(5))
-            .foreign_keys(true);
+            .foreign_keys(true)
+            .pragma("wal_autocheckpoint", AUTOCHECKPOINT_PAGES.to_string());
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options.clone())
@@ -109,12 +117,9 @@ impl SqliteStore {
             .run(&pool)
             .await
             .context("cannot apply SQLite migrations")?;
-        let conn = SqliteConnection::connect_with(&options.clone().pragma(
-            "wal_autocheckpoint",
-            WRITER_AUTOCHECKPOINT_PAGES.to_string(),
-        ))
-        .await
-        .context("cannot open the SQLite writer connection")?;
+        let conn = SqliteConnection::connect_with(&options)
+            .await
+            .context("cannot open the SQLite writer connection")?;
         let checkpoints = SqliteConnection::connect_with(&options)
             .await
             .context("cannot open the SQLite checkpoint connection")?;
@@ -611,36 +616,40 @@ impl SqliteStore {
     }
 }
 
-/// A check as its written summary has it, without the pings after it.
 /// Checkpoints the WAL on its own connection (and thread) a little after the
-/// ping writer committed, so that the writer does not wait for the fsyncs.
-/// PASSIVE: it never waits for a reader or the writer, and the writer goes
-/// on appending meanwhile. Should it fall behind, the writer checkpoints
-/// once the WAL holds [`WRITER_AUTOCHECKPOINT_PAGES`].
+/// ping writer committed, and every [`CHECKPOINT_EVERY`], so that no commit
+/// waits for the fsyncs. PASSIVE: it never waits for a reader or the writer,
+/// and the writer goes on appending meanwhile. Under a sustained load the
+/// WAL cannot start over; a commit checkpoints it once it holds
+/// [`AUTOCHECKPOINT_PAGES`].
 async fn checkpointer(
     mut conn: SqliteConnection,
     wrote: std::sync::Arc<tokio::sync::Notify>,
     stop: tokio_util::sync::CancellationToken,
 ) {
     loop {
-        tokio::select! {
+        let pings = tokio::select! {
             _ = stop.cancelled() => break,
-            _ = wrote.notified() => {}
-        }
-        tokio::select! {
-            _ = stop.cancelled() => break,
-            _ = tokio::time::sleep(CHECKPOINT_AFTER) => {}
+            _ = wrote.notified() => true,
+            _ = tokio::time::sleep(CHECKPOINT_EVERY) => false,
+        };
+        if pings {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(CHECKPOINT_AFTER) => {}
+            }
         }
         if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
             .execute(&mut conn)
             .await
         {
-            tracing::warn!(error = %e, "cannot checkpoint the SQLite WAL; the ping writer will");
+            tracing::warn!(error = %e, "cannot checkpoint the SQLite WAL; a commit will");
         }
     }
     let _ = conn.close().await;
 }
 
+/// A check as its written summary has it, without the pings after it.
 async fn folded_check_on(conn: &mut SqliteConnection, id: i64) -> Result<Check, StoreError> {
     let sql = format!(
         "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
@@ -1400,6 +1409,34 @@ fn opt_text(s: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every connection leaves checkpoints to the checkpointer until the WAL
+    /// is large: at SQLite's default (1,000 pages), the ping writer, and the
+    /// writes that hold its lock (status changes, retention, edits), each
+    /// ran a checkpoint's fsyncs while pings waited.
+    #[tokio::test]
+    async fn no_connection_checkpoints_a_small_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("o.db").display());
+        let store = SqliteStore::connect(&url, config::SqliteSynchronous::Normal)
+            .await
+            .unwrap();
+        let pages = |n: i64| assert_eq!(n, i64::from(AUTOCHECKPOINT_PAGES));
+        let mut w = store.writer.lock().await;
+        pages(
+            sqlx::query_scalar("PRAGMA wal_autocheckpoint")
+                .fetch_one(&mut w.conn)
+                .await
+                .unwrap(),
+        );
+        drop(w);
+        pages(
+            sqlx::query_scalar("PRAGMA wal_autocheckpoint")
+                .fetch_one(&store.pool)
+                .await
+                .unwrap(),
+        );
+    }
 
     #[test]
     fn ping_inserts_come_in_few_sizes_within_sqlites_parameter_limit() {
