@@ -135,8 +135,8 @@ drop_pg_db() {
 # PostgreSQL writes its WAL into 16 MB segment files. When it needs a segment
 # and has none kept for reuse, the backend that needs it creates one (writes
 # 16 MB of zeros and fsyncs it) while holding the WAL write lock, and every
-# commit on the server waits: 50-300 ms on this kind of machine, one stall per
-# 16 MB of WAL (BENCHMARKS.md). A server that has run a load keeps its segments
+# commit on the server waits: 40-60 ms measured on this kind of machine, one
+# stall per 16 MB of WAL (BENCHMARKS.md). A server that has run a load keeps its segments
 # for reuse at each checkpoint; a fresh one creates them.
 pg_admin() { PGCONNECT_TIMEOUT=5 psql "$PG_ADMIN_URL" -qAt -v ON_ERROR_STOP=1 "$@"; }
 # Segment files in pg_wal (needs superuser or pg_monitor), or nothing.
