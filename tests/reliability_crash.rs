@@ -5,9 +5,9 @@
 //! order it was sent, and each check's summary (last success, last items,
 //! count) must match its log.
 //!
-//! The binary is the one named by `OVERDUE_TEST_RELEASE_BIN` (CI points it
-//! at a `cargo build --release` binary), else the debug build of this test
-//! run. `OVERDUE_SOAK=1` runs a longer variant (more checks, clients and
+//! The binary is the one named by `OVERDUE_TEST_RELEASE_BIN` (a `cargo
+//! build --release` binary, say), else the debug build of this test run (as
+//! in CI). `OVERDUE_SOAK=1` runs a longer variant (more checks, clients and
 //! kills); see docs/reliability.md. Run with `-- --nocapture` to see the
 //! figures.
 

@@ -477,8 +477,8 @@ impl Drop for ChildServer {
 }
 
 /// The binary fault-injection tests run: the one named by
-/// `OVERDUE_TEST_RELEASE_BIN` (CI builds it with `cargo build --release`, so
-/// crashes hit the code users run), else this test build's debug binary.
+/// `OVERDUE_TEST_RELEASE_BIN` (a `cargo build --release` binary, to crash
+/// the build users run), else this test build's debug binary (as in CI).
 pub fn release_binary() -> PathBuf {
     match std::env::var_os("OVERDUE_TEST_RELEASE_BIN").filter(|s| !s.is_empty()) {
         Some(path) => {
