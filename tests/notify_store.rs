@@ -345,6 +345,93 @@ both_backends!(a_notice_reports_dead_letters_once, |backend| async move {
     assert!(log.iter().all(|n| n.group_key != "undelivered"));
 });
 
+async fn dead_letter(store: &Arc<dyn Store>, n: &NewNotification) {
+    store.enqueue_notification(n).await.unwrap();
+    store
+        .record_attempt(
+            &n.id,
+            n.created_at + 1,
+            1,
+            &AttemptResult::Dead {
+                error: "refused".into(),
+                retryable: true,
+            },
+        )
+        .await
+        .unwrap();
+}
+
+both_backends!(
+    old_reported_dead_letters_never_crowd_out_the_ones_a_sweep_acts_on,
+    |backend| async move {
+        let (_db, store) = open(backend).await;
+        // Ten old dead letters somebody was already told about (retention
+        // keeps them for a while), more than the sweep's limit below.
+        let old: Vec<String> = (0..10).map(|i| format!("old{i}")).collect();
+        for (i, id) in old.iter().enumerate() {
+            let at = 10 + i64::try_from(i).unwrap();
+            dead_letter(&store, &notification(id, &format!("g{i}"), "hook", 1, at)).await;
+        }
+        let notice = NewNotification {
+            id: "notice-old".into(),
+            group_key: "undelivered".into(),
+            receiver: "mail".into(),
+            seq: 100,
+            kind: KIND_UNDELIVERED,
+            created_at: 100,
+            announced: vec![],
+            firing: vec![],
+            payload: "{}".into(),
+        };
+        assert!(store.enqueue_notice(&notice, &old).await.unwrap());
+        // The notice itself could not be delivered: never reported in turn.
+        store
+            .record_attempt(
+                "notice-old",
+                101,
+                1,
+                &AttemptResult::Dead {
+                    error: "refused".into(),
+                    retryable: false,
+                },
+            )
+            .await
+            .unwrap();
+        // An old one nobody was told about, a recent reported one (the sweep
+        // may retry it), and a new one.
+        dead_letter(&store, &notification("unreported", "gu", "hook", 1, 20)).await;
+        dead_letter(&store, &notification("recent", "gr", "hook", 1, 5_000)).await;
+        assert!(store
+            .enqueue_notice(
+                &NewNotification {
+                    id: "notice-recent".into(),
+                    seq: 5_010,
+                    created_at: 5_010,
+                    ..notice.clone()
+                },
+                &["recent".to_string()],
+            )
+            .await
+            .unwrap());
+        dead_letter(&store, &notification("new", "gn", "hook", 1, 9_000)).await;
+
+        let ids = |v: Vec<overdue::store::notify::NotificationRecord>| {
+            v.into_iter().map(|n| n.id).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ids(store.sweepable_dead_letters(4_000, 5).await.unwrap()),
+            vec!["new", "recent", "unreported"],
+            "newest first: recent ones and unreported ones, nothing else"
+        );
+        assert_eq!(
+            ids(store.sweepable_dead_letters(4_000, 2).await.unwrap()),
+            vec!["new", "recent"]
+        );
+        // All of them are still dead letters.
+        assert_eq!(store.dead_letters(0, 100).await.unwrap().len(), 14);
+    }
+);
+
 both_backends!(
     silences_are_stored_replaced_and_deleted,
     |backend| async move {

@@ -338,8 +338,8 @@ impl Deliverer {
     pub async fn sweep(&mut self, now: UnixMs) -> anyhow::Result<Option<String>> {
         self.last_sweep = now;
         self.begin_read();
-        let dead = self.store.dead_letters(0, 1000).await?;
         let since = now - ms(self.config.delivery.dead_letter_retry_for);
+        let dead = self.store.sweepable_dead_letters(since, 1000).await?;
         let mut still_dead = Vec::new();
         for n in dead {
             let retry = n.retryable && n.created_at >= since && n.kind == KIND_ALERTS;

@@ -197,6 +197,17 @@ pub trait NotifyStore: Send + Sync {
         since: UnixMs,
         limit: u32,
     ) -> Result<Vec<NotificationRecord>, StoreError>;
+    /// The dead letters a sweep acts on, newest first: those created at or
+    /// after `recent` (it may retry them) and those nobody was told about
+    /// yet (not reported, and not themselves an "undelivered" notice).
+    /// Dead letters already reported and older than `recent` are left out,
+    /// so however many of them retention still keeps, they never crowd a
+    /// new one out of the `limit`.
+    async fn sweepable_dead_letters(
+        &self,
+        recent: UnixMs,
+        limit: u32,
+    ) -> Result<Vec<NotificationRecord>, StoreError>;
     /// Enqueues an "undelivered" notice and marks the dead letters it lists
     /// as reported, together; `false` when the notice exists already.
     async fn enqueue_notice(
@@ -440,6 +451,25 @@ macro_rules! impl_notify_store {
                 );
                 Ok(sqlx::query_as(&sql)
                     .bind(since)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await?)
+            }
+
+            async fn sweepable_dead_letters(
+                &self,
+                recent: $crate::domain::ping::UnixMs,
+                limit: u32,
+            ) -> Result<Vec<$crate::store::notify::NotificationRecord>, $crate::store::StoreError> {
+                use $crate::store::notify::{KIND_UNDELIVERED, NOTIFICATION_COLUMNS};
+                let sql = format!(
+                    "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE state = 'dead' \
+                     AND (created_at >= $1 OR (reported_at IS NULL AND kind <> $2)) \
+                     ORDER BY created_at DESC LIMIT $3"
+                );
+                Ok(sqlx::query_as(&sql)
+                    .bind(recent)
+                    .bind(KIND_UNDELIVERED)
                     .bind(i64::from(limit))
                     .fetch_all(&self.pool)
                     .await?)
