@@ -191,12 +191,6 @@ pub trait NotifyStore: Send + Sync {
         latency_ms: i64,
         result: &AttemptResult,
     ) -> Result<(), StoreError>;
-    /// Dead letters created at or after `since`, oldest first.
-    async fn dead_letters(
-        &self,
-        since: UnixMs,
-        limit: u32,
-    ) -> Result<Vec<NotificationRecord>, StoreError>;
     /// The dead letters a sweep acts on, newest first: those created at or
     /// after `recent` (it may retry them) and those nobody was told about
     /// yet (not reported, and not themselves an "undelivered" notice).
@@ -437,23 +431,6 @@ macro_rules! impl_notify_store {
                 .await?;
                 tx.commit().await?;
                 Ok(())
-            }
-
-            async fn dead_letters(
-                &self,
-                since: $crate::domain::ping::UnixMs,
-                limit: u32,
-            ) -> Result<Vec<$crate::store::notify::NotificationRecord>, $crate::store::StoreError> {
-                use $crate::store::notify::NOTIFICATION_COLUMNS;
-                let sql = format!(
-                    "SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE state = 'dead' \
-                     AND created_at >= $1 ORDER BY created_at LIMIT $2"
-                );
-                Ok(sqlx::query_as(&sql)
-                    .bind(since)
-                    .bind(i64::from(limit))
-                    .fetch_all(&self.pool)
-                    .await?)
             }
 
             async fn sweepable_dead_letters(
