@@ -289,3 +289,42 @@ async fn retention_in_the_middle_of_a_round_keeps_what_no_summary_holds() {
     let read = store.check_by_uuid(big.uuid).await.unwrap();
     assert_eq!(read.summary.n_pings, 2_500);
 }
+
+/// A round's statement pads its rows to a few fixed sizes (15 index entries
+/// to 16, 3 summaries to 4); the padding is never written.
+#[tokio::test]
+async fn a_round_writes_one_summary_per_check_and_one_index_entry_per_ping() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = open(&db).await;
+    let mut checks = Vec::new();
+    for (slug, n) in [("five", 5), ("three", 3), ("seven", 7)] {
+        let check = create(&store, slug).await;
+        append(&store, check.id, n).await;
+        checks.push((check, n));
+    }
+    common::fold_all(&store).await;
+    assert_eq!(db.count("SELECT COUNT(*) FROM check_state").await, 3);
+    assert_eq!(db.count("SELECT COUNT(*) FROM ping_index").await, 15);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM ping_index i JOIN pings p ON p.id = i.id AND p.check_id = i.check_id")
+            .await,
+        15
+    );
+    assert_eq!(
+        db.count("SELECT through FROM ping_rounds").await,
+        db.count("SELECT MAX(id) FROM pings").await
+    );
+    // The written summaries, read back without the writer's memory.
+    drop(store);
+    let store = open(&db).await;
+    for (check, n) in &checks {
+        assert_pings(&store, check, *n).await;
+        let written = db
+            .count(&format!(
+                "SELECT n_pings FROM check_state WHERE check_id = {}",
+                check.id
+            ))
+            .await;
+        assert_eq!(written, *n);
+    }
+}

@@ -90,6 +90,8 @@ struct Writer {
     /// The ping log's INSERT for each batch size used so far (see
     /// [`insert_rows`]).
     insert_sql: HashMap<usize, String>,
+    /// The chunk statement for each shape used so far.
+    chunk_sql: HashMap<ChunkShape, String>,
 }
 
 type Cached = WriterCheck;
@@ -117,7 +119,9 @@ impl SqliteStore {
             .run(&pool)
             .await
             .context("cannot apply SQLite migrations")?;
-        let conn = SqliteConnection::connect_with(&options)
+        // Room for every shape of ping INSERT and of round chunk it prepares.
+        let writer_options = options.clone().statement_cache_capacity(WRITER_STATEMENTS);
+        let conn = SqliteConnection::connect_with(&writer_options)
             .await
             .context("cannot open the SQLite writer connection")?;
         let checkpoints = SqliteConnection::connect_with(&options)
@@ -137,6 +141,7 @@ impl SqliteStore {
             round: VecDeque::new(),
             round_started: Instant::now(),
             insert_sql: HashMap::new(),
+            chunk_sql: HashMap::new(),
         };
         writer
             .catch_up()
@@ -715,6 +720,10 @@ const ROUND_MAX_PINGS: usize = 50_000;
 /// Each chunk is one short transaction (1–1.5 ms with pings spread over
 /// 10,000 checks), so appends wait behind it only briefly.
 const CHUNK_PINGS: usize = 500;
+/// Prepared statements the writer's connection keeps: the ping INSERT's
+/// sizes (69) and the chunk shapes a load uses (a few dozen; at most 11 × 11
+/// padded sizes × through × commit). sqlx's default is 100.
+const WRITER_STATEMENTS: usize = 256;
 /// Rows read at a time when start-up replays the log's tail.
 const REPLAY_PAGE: i64 = 5_000;
 
@@ -1050,13 +1059,50 @@ impl Writer {
         self.round = chunks;
     }
 
-    /// Writes the round's next chunk in one transaction.
+    /// Writes the round's next chunk in one transaction: one call on its
+    /// prepared statement ([`chunk_statement`]), and a second for the
+    /// extras of the rare chunk that has some ([`chunk_extras`]).
     async fn write_next_chunk(&mut self) -> Result<(), StoreError> {
         let Some(chunk) = self.round.front() else {
             return Ok(());
         };
-        let sql = chunk_sql(chunk)?;
-        self.execute_batch(&sql).await?;
+        let mut extras = chunk_extras(chunk);
+        let shape = ChunkShape {
+            index_rows: chunk_rows(chunk.pings.len()),
+            summary_rows: chunk_rows(chunk.finals.len()),
+            through: chunk.through.is_some(),
+            commit: extras.is_empty(),
+        };
+        let sql = self
+            .chunk_sql
+            .entry(shape)
+            .or_insert_with(|| chunk_statement(shape));
+        let mut query = sqlx::query(sql.as_str());
+        for (check_id, id) in &chunk.pings {
+            query = query.bind(*check_id).bind(*id);
+        }
+        for _ in chunk.pings.len()..shape.index_rows {
+            query = query.bind(None::<i64>).bind(None::<i64>);
+        }
+        for f in &chunk.finals {
+            query = bind_summary(query, f.check_id, &f.state)?;
+        }
+        for _ in chunk.finals.len()..shape.summary_rows {
+            for _ in 0..SUMMARY_COLUMNS {
+                query = query.bind(None::<i64>);
+            }
+        }
+        if let Some(through) = chunk.through {
+            query = query.bind(through);
+        }
+        if let Err(e) = query.execute(&mut self.conn).await {
+            return Err(self.abandon(e).await);
+        }
+        if !shape.commit {
+            // On failure, execute_batch rolls back itself.
+            extras.push_str("COMMIT;");
+            self.execute_batch(&extras).await?;
+        }
         if let Some(chunk) = self.round.pop_front() {
             if let Some(through) = chunk.through {
                 self.written_through = through;
@@ -1124,13 +1170,16 @@ impl Writer {
     /// Runs a statement string that holds its own `BEGIN … COMMIT`.
     async fn execute_batch(&mut self, sql: &str) -> Result<(), StoreError> {
         if let Err(e) = sqlx::Executor::execute(&mut self.conn, sqlx::raw_sql(sql)).await {
-            // Make sure a failure half-way leaves no transaction open on this connection.
-            let _ = sqlx::Executor::execute(&mut self.conn, sqlx::raw_sql("ROLLBACK")).await;
-            return Err(StoreError::Other(
-                anyhow::Error::new(e).context("cannot write to SQLite"),
-            ));
+            return Err(self.abandon(e).await);
         }
         Ok(())
+    }
+
+    /// After a write failed half-way: leaves no transaction open on this
+    /// connection, and says what failed.
+    async fn abandon(&mut self, e: sqlx::Error) -> StoreError {
+        let _ = sqlx::Executor::execute(&mut self.conn, sqlx::raw_sql("ROLLBACK")).await;
+        StoreError::Other(anyhow::Error::new(e).context("cannot write to SQLite"))
     }
 
     /// Re-reads a cached check's flags and thresholds after an update.
@@ -1185,34 +1234,124 @@ impl Writer {
     }
 }
 
-/// One chunk of a round as a statement string with its own transaction.
-fn chunk_sql(chunk: &Chunk) -> Result<String, StoreError> {
-    let mut sql = String::with_capacity(256 + chunk.pings.len() * 16 + chunk.finals.len() * 200);
-    sql.push_str("BEGIN IMMEDIATE;\n");
-    if !chunk.pings.is_empty() {
+/// The shape of a chunk's prepared statement: its row counts padded by
+/// [`chunk_rows`], whether it moves `ping_rounds.through` (a round's last
+/// chunk), and whether it commits. A chunk with runs, resumed checks or
+/// overlap events (rare) sends those as SQL text after it, with the COMMIT.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+struct ChunkShape {
+    index_rows: usize,
+    summary_rows: usize,
+    through: bool,
+    commit: bool,
+}
+
+/// Ping-index entries or summaries of a chunk, padded to a power of two so
+/// that the writer keeps a few dozen chunk statements at most (both are at
+/// most [`CHUNK_PINGS`]).
+fn chunk_rows(rows: usize) -> usize {
+    if rows == 0 {
+        0
+    } else {
+        rows.next_power_of_two()
+    }
+}
+
+/// The parameters of one summary row, as [`bind_summary`] binds them.
+const SUMMARY_COLUMNS: usize = 19;
+
+/// A chunk's statement: `BEGIN IMMEDIATE`, its ping-index entries and its
+/// summaries as parameters (a row whose first value is NULL is padding and
+/// is not written), `through`, and `COMMIT`. SQLite parses and plans it once
+/// per connection; as SQL text, a chunk cost more to parse than to run.
+fn chunk_statement(shape: ChunkShape) -> String {
+    let mut sql = String::from("BEGIN IMMEDIATE;\n");
+    if shape.index_rows > 0 {
         // OR IGNORE: after a crash in the middle of a round, a check's
         // entries written before its summary are written again.
-        sql.push_str("INSERT OR IGNORE INTO ping_index (check_id, id) VALUES ");
-        for (i, (check_id, id)) in chunk.pings.iter().enumerate() {
-            if i > 0 {
-                sql.push(',');
-            }
-            let _ = write!(sql, "({check_id},{id})");
-        }
-        sql.push_str(";\n");
+        let _ = writeln!(
+            sql,
+            "INSERT OR IGNORE INTO ping_index (check_id, id) \
+             SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL;",
+            vec!["(?,?)"; shape.index_rows].join(",")
+        );
     }
-    if !chunk.finals.is_empty() {
-        write_summaries(
-            &mut sql,
-            chunk.finals.iter().map(|f| (f.check_id, &f.state)),
-        )?;
-        let runs: Vec<(i64, RunChange)> = chunk
-            .finals
-            .iter()
-            .flat_map(|f| f.runs.iter().map(|r| (f.check_id, r.clone())))
-            .collect();
-        write_runs(&mut sql, &runs);
+    if shape.summary_rows > 0 {
+        let row = format!("({})", vec!["?"; SUMMARY_COLUMNS].join(","));
+        // The WHERE also settles SQLite's parsing of an upsert after a SELECT.
+        let _ = writeln!(
+            sql,
+            "INSERT INTO check_state (check_id, n_pings, last_ping_at, last_ping_kind, \
+             last_success_at, last_start_at, last_failure_at, last_items, last_items_at, \
+             zero_streak_since, zero_streak_runs, consecutive_failures, consecutive_successes, \
+             last_duration_ms, open_runs, overlap_count, failed_since, timed_out_at, \
+             folded_through) SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL \
+             ON CONFLICT (check_id) DO UPDATE SET n_pings = excluded.n_pings, \
+             last_ping_at = excluded.last_ping_at, last_ping_kind = excluded.last_ping_kind, \
+             last_success_at = excluded.last_success_at, last_start_at = excluded.last_start_at, \
+             last_failure_at = excluded.last_failure_at, last_items = excluded.last_items, \
+             last_items_at = excluded.last_items_at, zero_streak_since = excluded.zero_streak_since, \
+             zero_streak_runs = excluded.zero_streak_runs, \
+             consecutive_failures = excluded.consecutive_failures, \
+             consecutive_successes = excluded.consecutive_successes, \
+             last_duration_ms = excluded.last_duration_ms, open_runs = excluded.open_runs, \
+             overlap_count = excluded.overlap_count, failed_since = excluded.failed_since, \
+             timed_out_at = excluded.timed_out_at, folded_through = excluded.folded_through;",
+            vec![row; shape.summary_rows].join(",")
+        );
     }
+    if shape.through {
+        sql.push_str("UPDATE ping_rounds SET through = ?;\n");
+    }
+    if shape.commit {
+        sql.push_str("COMMIT;");
+    }
+    sql
+}
+
+type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
+
+/// Binds a summary row of [`chunk_statement`], in its column order.
+fn bind_summary<'q>(
+    query: SqliteQuery<'q>,
+    check_id: i64,
+    c: &Cached,
+) -> Result<SqliteQuery<'q>, StoreError> {
+    let s = &c.summary;
+    let open_runs = serde_json::to_string(&s.open_runs).map_err(anyhow::Error::from)?;
+    Ok(query
+        .bind(check_id)
+        .bind(s.n_pings)
+        .bind(s.last_ping_at)
+        .bind(s.last_ping_kind.map(|k| k.as_str()))
+        .bind(s.last_success_at)
+        .bind(s.last_start_at)
+        .bind(s.last_failure_at)
+        .bind(s.last_items)
+        .bind(s.last_items_at)
+        .bind(s.zero_streak_since)
+        .bind(s.zero_streak_runs)
+        .bind(s.consecutive_failures)
+        .bind(s.consecutive_successes)
+        .bind(s.last_duration_ms)
+        .bind(open_runs)
+        .bind(s.overlaps)
+        .bind(s.failed_since)
+        .bind(s.timed_out_at)
+        .bind(c.folded_through))
+}
+
+/// What a chunk writes besides its index entries and summaries, as SQL text
+/// to run after [`chunk_statement`] in its transaction: runs opened and
+/// closed, checks a ping resumed, overlap events. Empty for most chunks.
+fn chunk_extras(chunk: &Chunk) -> String {
+    let mut sql = String::new();
+    let runs: Vec<(i64, RunChange)> = chunk
+        .finals
+        .iter()
+        .flat_map(|f| f.runs.iter().map(|r| (f.check_id, r.clone())))
+        .collect();
+    write_runs(&mut sql, &runs);
     let resumed: Vec<String> = chunk
         .finals
         .iter()
@@ -1237,67 +1376,7 @@ fn chunk_sql(chunk: &Chunk) -> Result<String, StoreError> {
             );
         }
     }
-    if let Some(through) = chunk.through {
-        let _ = writeln!(sql, "UPDATE ping_rounds SET through = {through};");
-    }
-    sql.push_str("COMMIT;");
-    Ok(sql)
-}
-
-fn write_summaries<'a>(
-    sql: &mut String,
-    touched: impl Iterator<Item = (i64, &'a Cached)>,
-) -> Result<(), StoreError> {
-    sql.push_str(
-        "INSERT INTO check_state (check_id, n_pings, last_ping_at, last_ping_kind, \
-         last_success_at, last_start_at, last_failure_at, last_items, last_items_at, \
-         zero_streak_since, zero_streak_runs, consecutive_failures, consecutive_successes, \
-         last_duration_ms, open_runs, overlap_count, failed_since, timed_out_at, \
-         folded_through) VALUES ",
-    );
-    for (i, (id, c)) in touched.enumerate() {
-        let s = &c.summary;
-        if i > 0 {
-            sql.push(',');
-        }
-        let open_runs = serde_json::to_string(&s.open_runs).map_err(anyhow::Error::from)?;
-        let _ = write!(
-            sql,
-            "({id},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{})",
-            s.n_pings,
-            opt_int(s.last_ping_at),
-            opt_text(s.last_ping_kind.map(|k| k.as_str())),
-            opt_int(s.last_success_at),
-            opt_int(s.last_start_at),
-            opt_int(s.last_failure_at),
-            opt_int(s.last_items),
-            opt_int(s.last_items_at),
-            opt_int(s.zero_streak_since),
-            s.zero_streak_runs,
-            s.consecutive_failures,
-            s.consecutive_successes,
-            opt_int(s.last_duration_ms),
-            text(&open_runs),
-            s.overlaps,
-            opt_int(s.failed_since),
-            opt_int(s.timed_out_at),
-            c.folded_through,
-        );
-    }
-    sql.push_str(
-        " ON CONFLICT (check_id) DO UPDATE SET n_pings = excluded.n_pings, \
-         last_ping_at = excluded.last_ping_at, last_ping_kind = excluded.last_ping_kind, \
-         last_success_at = excluded.last_success_at, last_start_at = excluded.last_start_at, \
-         last_failure_at = excluded.last_failure_at, last_items = excluded.last_items, \
-         last_items_at = excluded.last_items_at, zero_streak_since = excluded.zero_streak_since, \
-         zero_streak_runs = excluded.zero_streak_runs, \
-         consecutive_failures = excluded.consecutive_failures, \
-         consecutive_successes = excluded.consecutive_successes, \
-         last_duration_ms = excluded.last_duration_ms, open_runs = excluded.open_runs, \
-         overlap_count = excluded.overlap_count, failed_since = excluded.failed_since, \
-         timed_out_at = excluded.timed_out_at, folded_through = excluded.folded_through;\n",
-    );
-    Ok(())
+    sql
 }
 
 /// Inserts first, then updates, so a run opened and closed in one batch works.
@@ -1382,10 +1461,6 @@ fn insert_pings_sql(rows: usize) -> String {
     )
 }
 
-fn opt_int(v: Option<i64>) -> String {
-    v.map_or_else(|| "NULL".to_string(), |v| v.to_string())
-}
-
 /// A text literal: quotes doubled, and NUL (which would end the statement for
 /// SQLite's parser) dropped; header values never contain it anyway.
 fn text(s: &str) -> String {
@@ -1454,6 +1529,32 @@ mod tests {
             most * PING_LOG_COLUMNS <= 32_766,
             "SQLITE_MAX_VARIABLE_NUMBER"
         );
+    }
+
+    #[test]
+    fn chunk_statements_come_in_few_shapes_within_sqlites_parameter_limit() {
+        assert_eq!(chunk_rows(0), 0);
+        assert_eq!(chunk_rows(3), 4);
+        let sizes: BTreeSet<usize> = (0..=CHUNK_PINGS).map(chunk_rows).collect();
+        assert_eq!(sizes.len(), 11);
+        let most = chunk_rows(CHUNK_PINGS);
+        let shape = ChunkShape {
+            index_rows: most,
+            summary_rows: most,
+            through: true,
+            commit: true,
+        };
+        let sql = chunk_statement(shape);
+        let params = most * 2 + most * SUMMARY_COLUMNS + 1;
+        assert_eq!(sql.matches('?').count(), params);
+        assert!(params <= 32_766, "SQLITE_MAX_VARIABLE_NUMBER");
+        assert!(sql.starts_with("BEGIN IMMEDIATE;") && sql.ends_with("COMMIT;"));
+        let open = chunk_statement(ChunkShape {
+            commit: false,
+            through: false,
+            ..shape
+        });
+        assert!(!open.contains("COMMIT") && !open.contains("ping_rounds"));
     }
 
     #[test]
