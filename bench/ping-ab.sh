@@ -44,16 +44,7 @@ T
             sleep 0.2
         done
         [[ -n $up ]] || { echo "$bin did not start: $(cat "$W/server.log")" >&2; exit 1; }
-        # shellcheck disable=SC2016
-        seq 0 $((N - 1)) | xargs -n 200 -P 4 bash -c '
-            url=$0; args=()
-            for i in "$@"; do
-                args+=(--next -sS -X POST -H "content-type: application/json"
-                       -d "{\"slug\": \"ab-$i\", \"interval\": \"1h\"}" "$url")
-            done
-            curl "${args[@]:1}"; echo' "http://127.0.0.1:$port/api/v1/checks" |
-            grep -o '"uuid":"[0-9a-f-]*"' | cut -d'"' -f4 >"$W/uuids.txt"
-        [[ $(wc -l <"$W/uuids.txt") == "$N" ]] || { echo "could not create $N checks" >&2; exit 1; }
+        "$ROOT/bench/create-checks.sh" "http://127.0.0.1:$port" "$N" ab >"$W/uuids.txt"
         wrk -t2 -c64 -d3s -s "$ROOT/bench/spread.lua" "http://127.0.0.1:$port" -- "$W/uuids.txt" >/dev/null
         sleep 2
         out=$(wrk -t2 -c64 -d"${BENCH_DURATION:-10s}" --latency -s "$ROOT/bench/spread.lua" \

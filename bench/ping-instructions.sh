@@ -49,16 +49,7 @@ start() {
 load() { wrk -t2 -c64 -d"$1" -s "$ROOT/bench/spread.lua" "http://127.0.0.1:$port" -- "$W/uuids.txt"; }
 
 start "$BIN"
-# shellcheck disable=SC2016
-seq 0 $((N - 1)) | xargs -n 200 -P 4 bash -c '
-    url=$0; args=()
-    for i in "$@"; do
-        args+=(--next -sS -X POST -H "content-type: application/json"
-               -d "{\"slug\": \"ir-$i\", \"interval\": \"1h\"}" "$url")
-    done
-    curl "${args[@]:1}"; echo' "http://127.0.0.1:$port/api/v1/checks" |
-    grep -o '"uuid":"[0-9a-f-]*"' | cut -d'"' -f4 >"$W/uuids.txt"
-[[ $(wc -l <"$W/uuids.txt") == "$N" ]] || { echo "could not create $N checks" >&2; exit 1; }
+"$ROOT/bench/create-checks.sh" "http://127.0.0.1:$port" "$N" ir >"$W/uuids.txt"
 load 5s >/dev/null
 kill "$pid"; wait "$pid" || true
 
