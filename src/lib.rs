@@ -3,6 +3,14 @@
 //! A ping comes in over HTTP (`http`), goes through the batching writer
 //! (`ingest`) into the database (`store`); `domain` holds the pure logic.
 
+/// glibc's allocator took about a tenth of the ping path's CPU under load;
+/// mimalloc serves request handling's many small, short-lived allocations
+/// from per-thread pages (BENCHMARKS.md, "the allocator"). Declared here, not
+/// in `main.rs`, so that the benchmarks built as examples and the tests run
+/// with the allocator the server runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod app;
 pub mod cli;
 pub mod client;
