@@ -12,7 +12,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::Config;
 use crate::evaluator::Notice;
 use crate::evaluator::{Evaluator, Observed};
-use crate::http::{router, AppState};
+use crate::http::{router, AppState, Shared};
 use crate::ingest::Ingest;
 use crate::lease::{always_leader, is_leader, lease_loop, LeaderWatch};
 use crate::metrics::Metrics;
@@ -211,7 +211,7 @@ pub async fn run_with_metrics_listener(
         live.clone(),
         workers_stop.clone(),
     ));
-    let state = AppState {
+    let state = AppState::new(Shared {
         store,
         ingest,
         config: config.clone(),
@@ -221,7 +221,7 @@ pub async fn run_with_metrics_listener(
         metrics,
         live,
         limits: Arc::new(crate::http::rate_limit::PingLimits::new(&config.rate_limit)),
-    };
+    });
     let metrics_stop = shutdown.child_token();
     let metrics_server = metrics_listener.map(|l| {
         crate::http::metrics::spawn_server(

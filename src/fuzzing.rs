@@ -466,7 +466,7 @@ impl Drop for Server {
 /// dispatcher, the heartbeat, the lease): single-process and always leader.
 async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) -> Router {
     use crate::evaluator::{Evaluator, Observed};
-    use crate::http::{router, AppState};
+    use crate::http::{router, AppState, Shared};
     use crate::ingest::Ingest;
     use crate::lease::always_leader;
     use crate::metrics::Metrics;
@@ -508,7 +508,7 @@ async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) 
     let metrics = Arc::new(Metrics::new(
         config.notify.receivers.iter().map(|r| r.name.as_str()),
     ));
-    router(AppState {
+    router(AppState::new(Shared {
         store,
         ingest,
         limits: Arc::new(crate::http::rate_limit::PingLimits::new(&config.rate_limit)),
@@ -518,7 +518,7 @@ async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) 
         dispatch,
         metrics,
         live,
-    })
+    }))
 }
 
 /// The server the HTTP targets share within one process (a fresh one per

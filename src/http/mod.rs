@@ -30,9 +30,27 @@ pub mod ui;
 pub mod ui_settings;
 pub mod v3;
 
-/// What every handler shares.
+/// What every handler shares: axum clones it for every request, so it is
+/// one reference count, not one per part.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+pub struct Shared {
     pub store: Arc<dyn Store>,
     pub ingest: Arc<Ingest>,
     pub config: Arc<Config>,
