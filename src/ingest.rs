@@ -204,7 +204,8 @@ async fn appender(
         }
         let store = store.clone();
         in_flight.spawn(async move {
-            let result = store.append_pings(&pings).await;
+            let count = pings.len();
+            let result = store.append_owned(pings).await;
             drop(slot);
             match result {
                 Ok(()) => {
@@ -213,7 +214,7 @@ async fn appender(
                     }
                 }
                 Err(e) => {
-                    tracing::error!(error = %format!("{e:#}"), pings = pings.len(), "a batch of pings could not be stored");
+                    tracing::error!(error = %format!("{e:#}"), pings = count, "a batch of pings could not be stored");
                     for reply in replies {
                         let _ = reply.send(Err(IngestError::Unavailable));
                     }

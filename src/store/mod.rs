@@ -621,6 +621,11 @@ pub trait Store:
     /// at all. The ping path's only write. PostgreSQL appends to the inbox;
     /// SQLite folds the batch in memory and appends it to the ping log.
     async fn append_pings(&self, pings: &[NewPing]) -> Result<(), StoreError>;
+    /// [`Store::append_pings`] for a batch the caller gives up (the ping
+    /// path's), which a store may keep instead of copying.
+    async fn append_owned(&self, pings: Vec<NewPing>) -> Result<(), StoreError> {
+        self.append_pings(&pings).await
+    }
     /// Folds up to `limit` inbox rows, oldest first, into the ping log, the
     /// summaries and the runs, in one transaction. On PostgreSQL only one
     /// replica folds at a time; the others get an empty result. On SQLite

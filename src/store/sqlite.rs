@@ -274,17 +274,21 @@ impl Store for SqliteStore {
     }
 
     async fn append_pings(&self, pings: &[NewPing]) -> Result<(), StoreError> {
+        self.append_owned(pings.to_vec()).await
+    }
+
+    async fn append_owned(&self, pings: Vec<NewPing>) -> Result<(), StoreError> {
         if pings.is_empty() {
             return Ok(());
         }
         let mut w = self.writer.lock().await;
         let first = w.next_ping_id;
         let batch: Vec<InboxPing> = pings
-            .iter()
+            .into_iter()
             .enumerate()
-            .map(|(i, p)| InboxPing {
+            .map(|(i, ping)| InboxPing {
                 id: first + i as i64,
-                ping: p.clone(),
+                ping,
             })
             .collect();
         let appended = w.append(&batch, false).await;
