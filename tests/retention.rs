@@ -31,19 +31,7 @@ async fn create(store: &Arc<dyn Store>) -> Check {
 }
 
 fn ping(check_id: i64, at: i64, kind: PingKind) -> NewPing {
-    NewPing {
-        check_id,
-        at,
-        kind,
-        exit_status: None,
-        items: None,
-        rid: None,
-        method: "GET".to_string(),
-        remote_addr: None,
-        user_agent: None,
-        scheme: "http",
-        body: Vec::new(),
-    }
+    NewPing::new(check_id, at, kind)
 }
 
 /// Appends `n` successes, numbered on from `from`.

@@ -24,17 +24,10 @@ fn spec(json: &str) -> CheckSpec {
 
 fn ping(check_id: i64, at: i64, kind: PingKind) -> NewPing {
     NewPing {
-        check_id,
-        at,
-        kind,
-        exit_status: None,
-        items: None,
-        rid: None,
-        method: "GET".to_string(),
         remote_addr: Some("127.0.0.1".to_string()),
         user_agent: Some("it's \"quoted\"; DROP TABLE pings; --".to_string()),
-        scheme: "http",
         body: b"body \x00\xff".to_vec(),
+        ..NewPing::new(check_id, at, kind)
     }
 }
 

@@ -25,17 +25,9 @@ fn spec(json: &str) -> CheckSpec {
 
 fn ping(check_id: i64, at: i64, kind: PingKind, method: &str) -> NewPing {
     NewPing {
-        check_id,
-        at,
-        kind,
-        exit_status: None,
-        items: None,
-        rid: None,
         method: method.to_string(),
-        remote_addr: None,
-        user_agent: None,
-        scheme: "http",
         body: format!("ping {at}").into_bytes(),
+        ..NewPing::new(check_id, at, kind)
     }
 }
 

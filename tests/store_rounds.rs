@@ -25,17 +25,8 @@ fn spec(json: &str) -> CheckSpec {
 
 fn ping(check_id: i64, at: i64, items: i64) -> NewPing {
     NewPing {
-        check_id,
-        at,
-        kind: PingKind::Success,
-        exit_status: None,
         items: Some(items as u64),
-        rid: None,
-        method: "GET".to_string(),
-        remote_addr: None,
-        user_agent: None,
-        scheme: "http",
-        body: Vec::new(),
+        ..NewPing::new(check_id, at, PingKind::Success)
     }
 }
 

@@ -104,6 +104,27 @@ pub struct NewPing {
     pub body: Vec<u8>,
 }
 
+impl NewPing {
+    /// A ping as `GET /ping/<uuid>` over HTTP without a body, query or
+    /// headers makes it; change the fields a caller needs with struct
+    /// update syntax.
+    pub fn new(check_id: i64, at: UnixMs, kind: PingKind) -> Self {
+        NewPing {
+            check_id,
+            at,
+            kind,
+            exit_status: None,
+            items: None,
+            rid: None,
+            method: "GET".to_string(),
+            remote_addr: None,
+            user_agent: None,
+            scheme: "http",
+            body: Vec::new(),
+        }
+    }
+}
+
 /// A ping waiting in the inbox to be folded, with its inbox id (which it keeps).
 #[derive(Debug, Clone)]
 pub struct InboxPing {

@@ -1591,19 +1591,7 @@ mod tests {
             async move {
                 let mut n = 0_i64;
                 while !stop.is_cancelled() {
-                    let ping = NewPing {
-                        check_id: check.id,
-                        at: 1_000 + n,
-                        kind: PingKind::Success,
-                        exit_status: None,
-                        items: None,
-                        rid: None,
-                        method: "GET".to_string(),
-                        remote_addr: None,
-                        user_agent: None,
-                        scheme: "http",
-                        body: Vec::new(),
-                    };
+                    let ping = NewPing::new(check.id, 1_000 + n, PingKind::Success);
                     store.append_pings(&[ping]).await.unwrap();
                     n += 1;
                 }

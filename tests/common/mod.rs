@@ -517,19 +517,7 @@ pub async fn daily_check_pinged(
         .await
         .unwrap();
     store
-        .append_pings(&[NewPing {
-            check_id: check.id,
-            at: now,
-            kind: PingKind::Success,
-            exit_status: None,
-            items: None,
-            rid: None,
-            method: "GET".into(),
-            remote_addr: None,
-            user_agent: None,
-            scheme: "http",
-            body: Vec::new(),
-        }])
+        .append_pings(&[NewPing::new(check.id, now, PingKind::Success)])
         .await
         .unwrap();
     let touched = store.fold(100).await.unwrap().touched;
