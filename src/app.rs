@@ -191,12 +191,16 @@ pub async fn run_with_metrics_listener(
     .await
     .context("cannot load checks")?;
     let dispatch = dispatch.unwrap_or_else(DispatchHandle::disconnected);
+    let checks = Arc::new(crate::checks::Checks::new(
+        store.clone(),
+        ingest.clone(),
+        evaluator_handle.clone(),
+    ));
     let live = Live::new(
         config.clone(),
         config.file.clone(),
         store.clone(),
-        ingest.clone(),
-        evaluator_handle.clone(),
+        checks.clone(),
         dispatch.clone(),
         notify_tx,
     );
@@ -214,6 +218,7 @@ pub async fn run_with_metrics_listener(
     let state = AppState::new(Shared {
         store,
         ingest,
+        checks,
         config: config.clone(),
         evaluator: evaluator_handle,
         observed,

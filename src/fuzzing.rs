@@ -493,12 +493,16 @@ async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) 
     .expect("the fuzz server's ingest starts");
     let dispatch = DispatchHandle::disconnected();
     let (notify_tx, _) = tokio::sync::watch::channel(Arc::new(config.notify.clone()));
+    let checks = Arc::new(crate::checks::Checks::new(
+        store.clone(),
+        ingest.clone(),
+        evaluator_handle.clone(),
+    ));
     let live = Live::new(
         config.clone(),
         None,
         store.clone(),
-        ingest.clone(),
-        evaluator_handle.clone(),
+        checks.clone(),
         dispatch.clone(),
         notify_tx,
     );
@@ -511,6 +515,7 @@ async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) 
     router(AppState::new(Shared {
         store,
         ingest,
+        checks,
         limits: Arc::new(crate::http::rate_limit::PingLimits::new(&config.rate_limit)),
         config,
         evaluator: evaluator_handle,

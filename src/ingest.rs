@@ -9,6 +9,7 @@
 //! acknowledged.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -40,6 +41,10 @@ pub struct Ingest {
     store: Arc<dyn Store>,
     by_uuid: RwLock<HashMap<Uuid, CheckRef>>,
     by_slug: RwLock<HashMap<String, CheckRef>>,
+    /// How many times a check was forgotten: a check looked up in the
+    /// database is remembered only if none was forgotten meanwhile, so a
+    /// lookup that raced a delete cannot bring the deleted check back.
+    forgotten: AtomicU64,
     tx: mpsc::Sender<Job>,
 }
 
@@ -79,6 +84,7 @@ impl Ingest {
             store,
             by_uuid: RwLock::new(by_uuid),
             by_slug: RwLock::new(by_slug),
+            forgotten: AtomicU64::new(0),
             tx,
         }))
     }
@@ -89,10 +95,11 @@ impl Ingest {
         if let Some(r) = read(&self.by_uuid).get(&uuid) {
             return Ok(Some(r.id));
         }
+        let seen = self.forgotten.load(Ordering::Acquire);
         let found = self.store.check_ref_by_uuid(uuid).await?;
         Ok(found.map(|r| {
             let id = r.id;
-            self.remember(r);
+            self.remember_since(r, Some(seen));
             id
         }))
     }
@@ -103,32 +110,47 @@ impl Ingest {
         if let Some(r) = read(&self.by_slug).get(slug) {
             return Ok(Some(r.id));
         }
+        let seen = self.forgotten.load(Ordering::Acquire);
         let found = self.store.check_ref_by_slug(slug).await?;
         Ok(found.map(|r| {
             let id = r.id;
-            self.remember(r);
+            self.remember_since(r, Some(seen));
             id
         }))
     }
 
     /// Adds a check to the routing map (after it was created).
     pub fn remember(&self, r: CheckRef) {
+        self.remember_since(r, None);
+    }
+
+    /// Remembers a check read from the database when the lookup began with
+    /// `forgotten` at `seen`, unless a check was forgotten since.
+    fn remember_since(&self, r: CheckRef, seen: Option<u64>) {
+        // by_uuid's lock first, as in `forget`: the count is compared and the
+        // maps are changed under it.
+        let mut by_uuid = write(&self.by_uuid);
+        if seen.is_some_and(|n| n != self.forgotten.load(Ordering::Acquire)) {
+            return;
+        }
         if let Some(slug) = &r.slug {
             write(&self.by_slug).insert(slug.clone(), r.clone());
         }
-        write(&self.by_uuid).insert(r.uuid, r);
+        by_uuid.insert(r.uuid, r);
     }
 
     /// Drops a check from the routing map (after it was deleted, or before
     /// its slug changes).
     pub fn forget(&self, uuid: Uuid, slug: Option<&str>) {
+        let mut by_uuid = write(&self.by_uuid);
+        self.forgotten.fetch_add(1, Ordering::AcqRel);
         if let Some(slug) = slug {
             let mut by_slug = write(&self.by_slug);
             if by_slug.get(slug).is_some_and(|r| r.uuid == uuid) {
                 by_slug.remove(slug);
             }
         }
-        write(&self.by_uuid).remove(&uuid);
+        by_uuid.remove(&uuid);
     }
 
     /// Queues a ping and waits until its batch is committed.

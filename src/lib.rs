@@ -12,6 +12,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod app;
+pub mod checks;
 pub mod cli;
 pub mod client;
 pub mod config;

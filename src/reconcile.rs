@@ -16,13 +16,13 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 use tokio::sync::{watch, Mutex};
 
+use crate::checks::Checks;
 use crate::config::{Config, ConfigErrors};
 use crate::domain::check::CheckSpec;
-use crate::evaluator::{now_ms, EvaluatorHandle, Notice};
-use crate::ingest::Ingest;
+use crate::evaluator::now_ms;
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::notify::NotifyConfig;
-use crate::store::{Check, CheckRef, CheckSource, Store, StoreError};
+use crate::store::{Check, CheckSource, Store, StoreError};
 
 /// What one reconcile did to the checks of the config file.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -131,8 +131,7 @@ pub struct Live {
     config: ArcSwap<Config>,
     file: Option<PathBuf>,
     store: Arc<dyn Store>,
-    ingest: Arc<Ingest>,
-    evaluator: EvaluatorHandle,
+    checks: Arc<Checks>,
     dispatch: DispatchHandle,
     notify: watch::Sender<Arc<NotifyConfig>>,
     /// One reload at a time.
@@ -146,8 +145,7 @@ impl Live {
         config: Arc<Config>,
         file: Option<PathBuf>,
         store: Arc<dyn Store>,
-        ingest: Arc<Ingest>,
-        evaluator: EvaluatorHandle,
+        checks: Arc<Checks>,
         dispatch: DispatchHandle,
         notify: watch::Sender<Arc<NotifyConfig>>,
     ) -> Arc<Live> {
@@ -155,8 +153,7 @@ impl Live {
             config: ArcSwap::new(config),
             file,
             store,
-            ingest,
-            evaluator,
+            checks,
             dispatch,
             notify,
             lock: Mutex::new(()),
@@ -225,40 +222,36 @@ impl Live {
             warnings: plan.warnings,
             ..Report::default()
         };
+        let by_id = |id: i64| stored.iter().find(|c| c.id == id);
         for (id, slug) in plan.delete {
-            if let Some(c) = stored.iter().find(|c| c.id == id) {
-                self.ingest.forget(c.uuid, c.spec.slug.as_deref());
+            if let Some(c) = by_id(id) {
+                match self.checks.delete(c).await {
+                    Ok(()) | Err(StoreError::NotFound) => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
-            match self.store.delete_check(id).await {
-                Ok(()) | Err(StoreError::NotFound) => {}
-                Err(e) => return Err(e.into()),
-            }
-            self.evaluator.notify(Notice::Changed(id));
             report.deleted.push(slug);
         }
         for (id, spec) in plan.update {
-            match self.store.update_check(id, &spec, now).await {
-                // Deleted meanwhile (another replica reconciling): nothing to do.
-                Ok(()) | Err(StoreError::NotFound) => {}
-                Err(e) => return Err(e.into()),
+            if let Some(c) = by_id(id) {
+                match self.checks.update(c, &spec, now).await {
+                    // Deleted meanwhile (another replica reconciling): nothing to do.
+                    Ok(_) | Err(StoreError::NotFound) => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
-            self.evaluator.notify(Notice::Changed(id));
             report.updated.push(spec.slug.clone().unwrap_or_default());
         }
         for spec in plan.create {
-            let check = match self
-                .store
-                .create_check(&spec, CheckSource::Config, now)
-                .await
-            {
-                Ok(c) => c,
+            match self.checks.create(&spec, CheckSource::Config, now).await {
+                Ok(_) => {}
                 // Replicas starting together reconcile the same file: the
                 // other one created it first.
                 Err(StoreError::Conflict(_)) => {
                     let slug = spec.slug.clone().unwrap_or_default();
                     match self.store.check_ref_by_slug(&slug).await? {
                         Some(r) => {
-                            self.ingest.remember(r);
+                            self.checks.remember(r);
                             report.unchanged += 1;
                         }
                         None => report.warnings.push(format!(
@@ -268,13 +261,7 @@ impl Live {
                     continue;
                 }
                 Err(e) => return Err(e.into()),
-            };
-            self.ingest.remember(CheckRef {
-                id: check.id,
-                uuid: check.uuid,
-                slug: check.spec.slug.clone(),
-            });
-            self.evaluator.notify(Notice::Changed(check.id));
+            }
             report.created.push(spec.slug.clone().unwrap_or_default());
         }
         Ok(report)

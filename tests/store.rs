@@ -242,10 +242,10 @@ both_backends!(paused_checks_resume_unless_manual, |backend| async move {
         ],
     )
     .await;
-    store.set_paused(auto.id, true).await.unwrap();
-    store.set_paused(manual.id, true).await.unwrap();
+    store.set_paused(auto.id, true, 1).await.unwrap();
+    store.set_paused(manual.id, true, 1).await.unwrap();
     assert!(matches!(
-        store.set_paused(999_999, true).await,
+        store.set_paused(999_999, true, 1).await,
         Err(StoreError::NotFound)
     ));
 
@@ -264,7 +264,7 @@ both_backends!(paused_checks_resume_unless_manual, |backend| async move {
     assert!(m.paused);
     assert_eq!(m.summary.last_success_at, None);
 
-    store.set_paused(manual.id, false).await.unwrap();
+    store.set_paused(manual.id, false, 2).await.unwrap();
     let acks = write(&store, &[ping(manual.id, 3, PingKind::Success)]).await;
     assert_eq!(acks[0].0, PingKind::Success);
 });

@@ -234,11 +234,11 @@ both_backends!(
         assert_eq!(logged.kind, PingKind::Success);
 
         // Paused with manual resume: a ping is ignored and does not resume it.
-        store.set_paused(c.id, true).await.unwrap();
+        store.set_paused(c.id, true, 15).await.unwrap();
         let logged = fold_one(&store, ping(c.id, 20, PingKind::Success, "GET")).await;
         assert_eq!(logged.kind, PingKind::Ignored, "the fold saw the pause");
         assert!(store.check_by_uuid(c.uuid).await.unwrap().paused);
-        store.set_paused(c.id, false).await.unwrap();
+        store.set_paused(c.id, false, 25).await.unwrap();
 
         // Only POST now: a GET is ignored.
         let mut post_only = spec(r#"{"slug":"c","manual_resume":true,"methods":"POST"}"#);
@@ -308,7 +308,7 @@ async fn postgres_folds_see_what_another_replica_wrote() {
     let logged = fold_one(&a, ping(c.id, 40, PingKind::Success, "GET")).await;
     assert_eq!(logged.n, 4, "A's fold counted B's pings");
     // B pauses the check: A's next fold ignores the ping.
-    b.set_paused(c.id, true).await.unwrap();
+    b.set_paused(c.id, true, 45).await.unwrap();
     let logged = fold_one(&a, ping(c.id, 50, PingKind::Success, "GET")).await;
     assert_eq!(logged.kind, PingKind::Ignored);
     // A change made outside overdue (an operator's UPDATE) counts too.
@@ -346,7 +346,7 @@ async fn postgres_a_fold_bumps_the_fold_epoch_once() {
         .create_check(&spec(r#"{"slug":"e"}"#), CheckSource::Api, 1)
         .await
         .unwrap();
-    store.set_paused(c.id, true).await.unwrap();
+    store.set_paused(c.id, true, 5).await.unwrap();
     let before = db.count("SELECT n FROM fold_epoch").await;
     // The ping resumes the check: the fold writes checks and check_state.
     fold_one(&store, ping(c.id, 10, PingKind::Success, "GET")).await;

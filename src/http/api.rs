@@ -24,8 +24,7 @@ use crate::domain::check::{format_duration, CheckInput, CheckSpec, FieldError, W
 use crate::domain::evaluate::{evaluate, Rules, RulesCache, Span};
 use crate::domain::ping::UnixMs;
 use crate::domain::status::{Reason, Status};
-use crate::evaluator::Notice;
-use crate::store::{Check, CheckRef, CheckSource, PingRecord, RunRecord, StoreError};
+use crate::store::{Check, CheckSource, PingRecord, RunRecord, StoreError};
 
 /// The check routes, relative to `/api/v1`.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -340,28 +339,21 @@ async fn create_check(
     Ok((StatusCode::CREATED, Json(view(&state, check))))
 }
 
-/// Creates a check and makes it known to the ping path and the evaluator.
+/// Creates a check (through [`crate::checks::Checks`]), with the API's errors.
 pub async fn create(
     state: &AppState,
     spec: &CheckSpec,
     source: CheckSource,
 ) -> Result<Check, AppError> {
     let now = Utc::now().timestamp_millis();
-    let check = state
-        .store
-        .create_check(spec, source, now)
+    state
+        .checks
+        .create(spec, source, now)
         .await
         .map_err(|e| match e {
             StoreError::Conflict(_) => conflict(spec),
             other => other.into(),
-        })?;
-    state.ingest.remember(CheckRef {
-        id: check.id,
-        uuid: check.uuid,
-        slug: check.spec.slug.clone(),
-    });
-    state.evaluator.notify(Notice::Changed(check.id));
-    Ok(check)
+        })
 }
 
 fn conflict(spec: &CheckSpec) -> AppError {
@@ -371,34 +363,46 @@ fn conflict(spec: &CheckSpec) -> AppError {
     })
 }
 
-/// Replaces a check's definition and tells the ping path and the evaluator.
-pub async fn replace(state: &AppState, old: &Check, spec: &CheckSpec) -> Result<(), AppError> {
+/// Replaces a check's definition (through [`crate::checks::Checks`]) and
+/// returns it as stored after that, with the API's errors.
+pub async fn replace(state: &AppState, old: &Check, spec: &CheckSpec) -> Result<Check, AppError> {
     let now = Utc::now().timestamp_millis();
     state
-        .store
-        .update_check(old.id, spec, now)
+        .checks
+        .update(old, spec, now)
         .await
         .map_err(|e| match e {
             StoreError::Conflict(_) => conflict(spec),
-            StoreError::NotFound => AppError::NotFound(format!("no check with uuid {}", old.uuid)),
+            StoreError::NotFound => gone(old),
             other => other.into(),
-        })?;
-    state.ingest.forget(old.uuid, old.spec.slug.as_deref());
-    state.ingest.remember(CheckRef {
-        id: old.id,
-        uuid: old.uuid,
-        slug: spec.slug.clone(),
-    });
-    state.evaluator.notify(Notice::Changed(old.id));
-    Ok(())
+        })
 }
 
-/// Deletes a check and tells the ping path and the evaluator.
+/// Deletes a check (through [`crate::checks::Checks`]).
 pub async fn remove(state: &AppState, check: &Check) -> Result<(), AppError> {
-    state.store.delete_check(check.id).await?;
-    state.ingest.forget(check.uuid, check.spec.slug.as_deref());
-    state.evaluator.notify(Notice::Changed(check.id));
-    Ok(())
+    state.checks.delete(check).await.map_err(|e| match e {
+        StoreError::NotFound => gone(check),
+        other => other.into(),
+    })
+}
+
+/// Pauses or resumes a check (through [`crate::checks::Checks`]) and returns
+/// it as stored after that.
+pub async fn pause(state: &AppState, check: &Check, paused: bool) -> Result<Check, AppError> {
+    let now = Utc::now().timestamp_millis();
+    state
+        .checks
+        .set_paused(check, paused, now)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => gone(check),
+            other => other.into(),
+        })
+}
+
+/// A check that went away between its lookup and a write.
+fn gone(check: &Check) -> AppError {
+    AppError::NotFound(format!("no check with uuid {}", check.uuid))
 }
 
 #[utoipa::path(get, path = "/checks/{check}", tag = "checks",
@@ -459,8 +463,7 @@ async fn update_check(
         Err(e) => return Err(AppError::BadRequest(format!("invalid JSON body: {e}"))),
     };
     let spec = merge_patch(&check, patch)?;
-    replace(&state, &check, &spec).await?;
-    let check = state.store.check_by_uuid(check.uuid).await?;
+    let check = replace(&state, &check, &spec).await?;
     Ok(Json(view(&state, check)))
 }
 
@@ -545,8 +548,7 @@ async fn upsert_check(
                 }]));
             }
             spec.uuid = Some(check.uuid);
-            replace(&state, &check, &spec).await?;
-            let check = state.store.check_by_uuid(check.uuid).await?;
+            let check = replace(&state, &check, &spec).await?;
             Ok((StatusCode::OK, Json(view(&state, check))))
         }
     }
@@ -616,9 +618,7 @@ async fn resume_check(
 
 async fn set_paused(state: AppState, key: &str, paused: bool) -> Result<Json<CheckView>, AppError> {
     let check = find(&state, key).await?;
-    state.store.set_paused(check.id, paused).await?;
-    state.evaluator.notify(Notice::Changed(check.id));
-    let check = state.store.check_by_uuid(check.uuid).await?;
+    let check = pause(&state, &check, paused).await?;
     Ok(Json(view(&state, check)))
 }
 

@@ -53,6 +53,8 @@ impl std::ops::Deref for AppState {
 pub struct Shared {
     pub store: Arc<dyn Store>,
     pub ingest: Arc<Ingest>,
+    /// Every change to a check goes through here (read-your-writes).
+    pub checks: Arc<crate::checks::Checks>,
     pub config: Arc<Config>,
     pub evaluator: EvaluatorHandle,
     pub observed: Arc<Observed>,

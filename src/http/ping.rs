@@ -19,7 +19,7 @@ use crate::domain::check::CheckSpec;
 use crate::domain::ping::PingKind;
 use crate::ingest::IngestError;
 use crate::metrics::{Metrics, Rejected};
-use crate::store::{CheckRef, CheckSource, NewPing, StoreError};
+use crate::store::{CheckSource, NewPing, StoreError};
 
 /// After the stored part of a body, how much more is read and thrown away so
 /// that the client sees our answer instead of a reset connection.
@@ -161,19 +161,8 @@ pub async fn ping(
 async fn create(state: &AppState, slug: &str) -> Result<(i64, bool), StoreError> {
     let spec = CheckSpec::with_slug(slug);
     let now = chrono::Utc::now().timestamp_millis();
-    match state
-        .store
-        .create_check(&spec, CheckSource::Ping, now)
-        .await
-    {
-        Ok(check) => {
-            state.ingest.remember(CheckRef {
-                id: check.id,
-                uuid: check.uuid,
-                slug: check.spec.slug,
-            });
-            Ok((check.id, true))
-        }
+    match state.checks.create(&spec, CheckSource::Ping, now).await {
+        Ok(check) => Ok((check.id, true)),
         Err(StoreError::Conflict(_)) => match state.ingest.resolve_slug(slug).await? {
             Some(id) => Ok((id, false)),
             None => Err(StoreError::NotFound),

@@ -30,7 +30,6 @@ use super::v3::unique_key;
 use super::AppState;
 use crate::config::Scope;
 use crate::domain::evaluate::RulesCache;
-use crate::evaluator::Notice;
 use crate::store::notify::NotificationFilter;
 use crate::store::Check;
 
@@ -715,8 +714,7 @@ async fn set_paused(
         return Ok(forbidden("pausing and resuming needs a write key"));
     }
     let check = find(&state, &key).await?;
-    state.store.set_paused(check.id, paused).await?;
-    state.evaluator.notify(Notice::Changed(check.id));
+    super::api::pause(&state, &check, paused).await?;
     Ok(Redirect::to(&format!("/checks/{}", check.uuid)).into_response())
 }
 

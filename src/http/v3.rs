@@ -32,7 +32,6 @@ use crate::config::Scope;
 use crate::domain::check::{format_duration, CheckInput, CheckSpec, FieldError, Schedule};
 use crate::domain::ping::UnixMs;
 use crate::domain::status::Status;
-use crate::evaluator::Notice;
 use crate::notify::message::LabelSet;
 use crate::store::{Check, CheckSource, PingRecord, StoreError};
 
@@ -690,8 +689,7 @@ async fn update(state: &AppState, check: Check, s: &V3Spec) -> Result<Check, V3E
     let mut input = api::input_json(&check.spec);
     apply_spec(&mut input, s);
     let spec = to_spec(input)?;
-    api::replace(state, &check, &spec).await?;
-    Ok(state.store.check_by_uuid(check.uuid).await?)
+    Ok(api::replace(state, &check, &spec).await?)
 }
 
 async fn update_check(
@@ -729,9 +727,7 @@ async fn pause_check(
     Path(code): Path<String>,
 ) -> Result<Json<Value>, V3Error> {
     let check = find(&state, &code, false).await?;
-    state.store.set_paused(check.id, true).await?;
-    state.evaluator.notify(Notice::Changed(check.id));
-    let check = state.store.check_by_uuid(check.uuid).await?;
+    let check = api::pause(&state, &check, true).await?;
     Ok(Json(check_json(&state, check, false)))
 }
 
@@ -745,9 +741,7 @@ async fn resume_check(
         // healthchecks answers this one in plain text.
         return Ok((StatusCode::CONFLICT, "check is not paused").into_response());
     }
-    state.store.set_paused(check.id, false).await?;
-    state.evaluator.notify(Notice::Changed(check.id));
-    let check = state.store.check_by_uuid(check.uuid).await?;
+    let check = api::pause(&state, &check, false).await?;
     Ok(Json(check_json(&state, check, false)).into_response())
 }
 

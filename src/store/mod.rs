@@ -698,8 +698,17 @@ pub trait Store:
     ) -> Result<Vec<IncidentRecord>, StoreError>;
     /// The newest events of a check, newest first.
     async fn list_events(&self, check_id: i64, limit: u32) -> Result<Vec<EventRecord>, StoreError>;
-    /// Pauses or resumes a check; `NotFound` if it does not exist.
-    async fn set_paused(&self, check_id: i64, paused: bool) -> Result<(), StoreError>;
+    /// Pauses or resumes a check and returns it as it was right after
+    /// (read-your-writes: pings stored later are not in it); `NotFound` if
+    /// it does not exist. The pings stored before it keep what they did (a
+    /// ping stored before a pause never resumes the check); the ones stored
+    /// after it see the new flag.
+    async fn set_paused(
+        &self,
+        check_id: i64,
+        paused: bool,
+        now: UnixMs,
+    ) -> Result<Check, StoreError>;
     /// The newest `limit` pings of a check, newest first.
     async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError> {
         self.list_pings_before(check_id, None, limit).await
@@ -712,14 +721,16 @@ pub trait Store:
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<PingRecord>, StoreError>;
-    /// Replaces a check's definition (not its uuid, source or state);
-    /// `NotFound` if it does not exist, `Conflict` when its new slug is taken.
+    /// Replaces a check's definition (not its uuid, source or state) and
+    /// returns the check as it was right after; `NotFound` if it does not
+    /// exist, `Conflict` when its new slug is taken. As with
+    /// [`Store::set_paused`], the pings stored before it keep what they did.
     async fn update_check(
         &self,
         check_id: i64,
         spec: &CheckSpec,
         now: UnixMs,
-    ) -> Result<(), StoreError>;
+    ) -> Result<Check, StoreError>;
     /// Deletes a check with its pings, runs, flips and incidents; `NotFound`
     /// if it does not exist.
     async fn delete_check(&self, check_id: i64) -> Result<(), StoreError>;

@@ -680,7 +680,6 @@ impl Store for PgStore {
         }
         let more = rows.len() >= limit;
         let taken: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        let (first_taken, last_taken) = (taken[0], taken[taken.len() - 1]);
         // In id order, as read.
         let pings: Vec<InboxPing> = rows.into_iter().map(InboxRow::into_ping).collect();
 
@@ -723,76 +722,7 @@ impl Store for PgStore {
             }
         }
 
-        let starts = pings
-            .iter()
-            .filter(|p| p.ping.kind == PingKind::Start)
-            .count();
-        let mut run_ids: Vec<i64> = if starts > 0 {
-            sqlx::query_scalar(
-                "SELECT nextval(pg_get_serial_sequence('runs', 'id')) FROM generate_series(1, $1)",
-            )
-            .bind(starts as i64)
-            .fetch_all(&mut *tx)
-            .await?
-        } else {
-            Vec::new()
-        };
-        run_ids.reverse();
-        let plan = plan_fold(&pings, &mut locked, &mut || run_ids.pop().unwrap_or(-1));
-
-        // The taken rows leave the inbox; the folded ones (not those of
-        // deleted checks) enter the log with what the fold made of them.
-        let (mut logged, mut ns, mut kinds, mut durations) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for f in &plan.pings {
-            logged.push(f.id);
-            ns.push(f.n);
-            kinds.push(f.kind.as_str());
-            durations.push(f.duration_ms);
-        }
-        sqlx::query(
-            "WITH moved AS (DELETE FROM ping_inbox i USING UNNEST($1::bigint[]) AS t(id) \
-             WHERE i.id = t.id AND i.id BETWEEN $6 AND $7 RETURNING i.*) \
-             INSERT INTO pings (id, n, check_id, at, kind, exit_status, items, rid, method, \
-             remote_addr, user_agent, scheme, body, duration_ms) \
-             SELECT m.id, f.n, m.check_id, m.at, f.kind, m.exit_status, m.items, m.rid, \
-             m.method, m.remote_addr, m.user_agent, m.scheme, m.body, f.duration_ms \
-             FROM moved m JOIN UNNEST($2::bigint[], $3::bigint[], $4::text[], $5::bigint[]) \
-             AS f(id, n, kind, duration_ms) ON f.id = m.id \
-             ORDER BY m.check_id, m.id",
-        )
-        .bind(&taken)
-        .bind(&logged)
-        .bind(&ns)
-        .bind(&kinds)
-        .bind(&durations)
-        // The range lets the server find the rows through the inbox's index
-        // instead of scanning the whole table, dead rows included.
-        .bind(first_taken)
-        .bind(last_taken)
-        .execute(&mut *tx)
-        .await?;
-        if !plan.pings.is_empty() {
-            write_summaries(&mut tx, &locked).await?;
-            write_runs(&mut tx, &plan.runs).await?;
-        }
-        if !plan.resumed.is_empty() {
-            sqlx::query("UPDATE checks SET paused = FALSE WHERE id = ANY($1)")
-                .bind(&plan.resumed)
-                .execute(&mut *tx)
-                .await?;
-        }
-        for (check_id, at, detail) in &plan.overlaps {
-            sqlx::query(
-                "INSERT INTO check_events (check_id, at, kind, detail) VALUES ($1, $2, $3, $4)",
-            )
-            .bind(check_id)
-            .bind(at)
-            .bind(OVERLAP_EVENT)
-            .bind(detail)
-            .execute(&mut *tx)
-            .await?;
-        }
+        let plan = fold_rows(&mut tx, &pings, &taken, &mut locked).await?;
         tx.commit().await?;
         let touched = plan
             .touched
@@ -814,20 +744,29 @@ impl Store for PgStore {
         })
     }
 
-    async fn set_paused(&self, check_id: i64, paused: bool) -> Result<(), StoreError> {
+    async fn set_paused(
+        &self,
+        check_id: i64,
+        paused: bool,
+        now: UnixMs,
+    ) -> Result<Check, StoreError> {
         let mut tx = self.pool.begin().await?;
         lock_folds(&mut tx).await?;
+        settle_on(&mut tx, check_id).await?;
         let done = sqlx::query("UPDATE checks SET paused = $1, updated_at = $2 WHERE id = $3")
             .bind(paused)
-            .bind(chrono::Utc::now().timestamp_millis())
+            .bind(now)
             .bind(check_id)
             .execute(&mut *tx)
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
+        // The inbox is locked and holds none of its pings: this is the check
+        // as the write left it.
+        let check = folded_check_on(&mut tx, check_id).await?;
         tx.commit().await?;
-        Ok(())
+        Ok(check)
     }
 
     async fn list_pings_before(
@@ -864,19 +803,23 @@ impl Store for PgStore {
         check_id: i64,
         spec: &CheckSpec,
         now: UnixMs,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Check, StoreError> {
         let v = CheckValues::new(spec, CheckSource::Api)?;
         let sql = super::update_check_sql(|i| format!("${i}"));
         let mut tx = self.pool.begin().await?;
         lock_folds(&mut tx).await?;
+        settle_on(&mut tx, check_id).await?;
         let done = super::bind_update_values!(sqlx::query(&sql), v, now, check_id)
             .execute(&mut *tx)
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
         }
+        // The inbox is locked and holds none of its pings: this is the check
+        // as the write left it.
+        let check = folded_check_on(&mut tx, check_id).await?;
         tx.commit().await?;
-        Ok(())
+        Ok(check)
     }
     async fn delete_check(&self, check_id: i64) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
@@ -914,6 +857,134 @@ impl Store for PgStore {
         let (_, changes) = apply_pending_runs(&mut check, &pending);
         Ok(merge_runs(runs, changes, limit))
     }
+}
+
+/// Folds inbox rows (in id order) into the checks in `locked` (updated in
+/// place) and writes the result in `tx`: the rows in `taken` leave the
+/// inbox, the folded ones (not those of deleted checks) enter the log with
+/// what the fold made of them, and the summaries, runs, resumed checks and
+/// overlap events are written. The fold's rules are [`plan_fold`]'s.
+async fn fold_rows(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    pings: &[InboxPing],
+    taken: &[i64],
+    locked: &mut HashMap<i64, Locked>,
+) -> Result<super::FoldPlan, StoreError> {
+    let (Some(&first_taken), Some(&last_taken)) = (taken.first(), taken.last()) else {
+        return Ok(super::FoldPlan::default());
+    };
+    let starts = pings
+        .iter()
+        .filter(|p| p.ping.kind == PingKind::Start)
+        .count();
+    let mut run_ids: Vec<i64> = if starts > 0 {
+        sqlx::query_scalar(
+            "SELECT nextval(pg_get_serial_sequence('runs', 'id')) FROM generate_series(1, $1)",
+        )
+        .bind(starts as i64)
+        .fetch_all(&mut **tx)
+        .await?
+    } else {
+        Vec::new()
+    };
+    run_ids.reverse();
+    let plan = plan_fold(pings, locked, &mut || run_ids.pop().unwrap_or(-1));
+
+    // The taken rows leave the inbox; the folded ones (not those of
+    // deleted checks) enter the log with what the fold made of them.
+    let (mut logged, mut ns, mut kinds, mut durations) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for f in &plan.pings {
+        logged.push(f.id);
+        ns.push(f.n);
+        kinds.push(f.kind.as_str());
+        durations.push(f.duration_ms);
+    }
+    sqlx::query(
+        "WITH moved AS (DELETE FROM ping_inbox i USING UNNEST($1::bigint[]) AS t(id) \
+             WHERE i.id = t.id AND i.id BETWEEN $6 AND $7 RETURNING i.*) \
+             INSERT INTO pings (id, n, check_id, at, kind, exit_status, items, rid, method, \
+             remote_addr, user_agent, scheme, body, duration_ms) \
+             SELECT m.id, f.n, m.check_id, m.at, f.kind, m.exit_status, m.items, m.rid, \
+             m.method, m.remote_addr, m.user_agent, m.scheme, m.body, f.duration_ms \
+             FROM moved m JOIN UNNEST($2::bigint[], $3::bigint[], $4::text[], $5::bigint[]) \
+             AS f(id, n, kind, duration_ms) ON f.id = m.id \
+             ORDER BY m.check_id, m.id",
+    )
+    .bind(taken)
+    .bind(&logged)
+    .bind(&ns)
+    .bind(&kinds)
+    .bind(&durations)
+    // The range lets the server find the rows through the inbox's index
+    // instead of scanning the whole table, dead rows included.
+    .bind(first_taken)
+    .bind(last_taken)
+    .execute(&mut **tx)
+    .await?;
+    if !plan.pings.is_empty() {
+        write_summaries(tx, locked).await?;
+        write_runs(tx, &plan.runs).await?;
+    }
+    if !plan.resumed.is_empty() {
+        sqlx::query("UPDATE checks SET paused = FALSE WHERE id = ANY($1)")
+            .bind(&plan.resumed)
+            .execute(&mut **tx)
+            .await?;
+    }
+    for (check_id, at, detail) in &plan.overlaps {
+        sqlx::query(
+            "INSERT INTO check_events (check_id, at, kind, detail) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(check_id)
+        .bind(at)
+        .bind(OVERLAP_EVENT)
+        .bind(detail)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(plan)
+}
+
+/// Folds the check's pings still in the inbox now, in `tx` (which holds the
+/// fold lock), so that a change to its flags in the same transaction applies
+/// only to the pings committed after it (SPEC §5: pings and writes take
+/// effect in the order they were committed). The inbox is locked against
+/// appends until `tx` ends: an append committing meanwhile waits, and so
+/// comes after the change; the appends already under way finish first, and
+/// are folded here.
+async fn settle_on(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    check_id: i64,
+) -> Result<(), StoreError> {
+    sqlx::query("LOCK TABLE ping_inbox IN SHARE ROW EXCLUSIVE MODE")
+        .execute(&mut **tx)
+        .await?;
+    let sql = format!("SELECT {INBOX_COLUMNS} FROM ping_inbox WHERE check_id = $1 ORDER BY id");
+    let rows: Vec<InboxRow> = sqlx::query_as(&sql)
+        .bind(check_id)
+        .fetch_all(&mut **tx)
+        .await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let pings: Vec<InboxPing> = rows.into_iter().map(InboxRow::into_ping).collect();
+    let taken: Vec<i64> = pings.iter().map(|p| p.id).collect();
+    let sql = format!(
+        "SELECT {WRITER_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
+         WHERE c.id = $1"
+    );
+    let row: Option<WriterRow> = sqlx::query_as(&sql)
+        .bind(check_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    let mut locked = HashMap::new();
+    if let Some(row) = row {
+        let (id, check) = row.into_parts()?;
+        locked.insert(id, check);
+    }
+    fold_rows(tx, &pings, &taken, &mut locked).await?;
+    Ok(())
 }
 
 /// A check as folded so far, without its pings still in the inbox.

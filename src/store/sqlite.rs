@@ -511,12 +511,19 @@ impl Store for SqliteStore {
         .await?)
     }
 
-    async fn set_paused(&self, check_id: i64, paused: bool) -> Result<(), StoreError> {
-        // Under the writer's lock, so the summary cache and the table agree.
+    async fn set_paused(
+        &self,
+        check_id: i64,
+        paused: bool,
+        now: UnixMs,
+    ) -> Result<Check, StoreError> {
+        // Under the writer's lock, so the summary cache and the table agree;
+        // the pings stored before it are written first (see `Writer::settle`).
         let mut w = self.writer.lock().await;
+        w.settle(check_id).await?;
         let done = sqlx::query("UPDATE checks SET paused = ?, updated_at = ? WHERE id = ?")
             .bind(paused)
-            .bind(chrono::Utc::now().timestamp_millis())
+            .bind(now)
             .bind(check_id)
             .execute(&self.pool)
             .await?;
@@ -526,7 +533,8 @@ impl Store for SqliteStore {
         if let Some(c) = w.checks.get_mut(&check_id) {
             c.paused = paused;
         }
-        Ok(())
+        // Still holding the writer: no ping is stored in between.
+        self.check_by_id(check_id).await
     }
 
     async fn list_pings_before(
@@ -567,10 +575,12 @@ impl Store for SqliteStore {
         check_id: i64,
         spec: &CheckSpec,
         now: UnixMs,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Check, StoreError> {
         let v = CheckValues::new(spec, CheckSource::Api)?;
         // Under the writer's lock: the writer caches flags and thresholds.
+        // The pings stored before it keep what they were recorded as.
         let mut w = self.writer.lock().await;
+        w.settle(check_id).await?;
         let sql = super::update_check_sql(|_| "?".to_string());
         let done = super::bind_update_values!(sqlx::query(&sql), v, now, check_id)
             .execute(&self.pool)
@@ -581,7 +591,8 @@ impl Store for SqliteStore {
         // The cached summary may be ahead of the table (folded, not yet
         // written): keep it, and take the new flags and thresholds.
         w.refresh_flags(check_id).await?;
-        Ok(())
+        // Still holding the writer: no ping is stored in between.
+        self.check_by_id(check_id).await
     }
     async fn delete_check(&self, check_id: i64) -> Result<(), StoreError> {
         let mut w = self.writer.lock().await;
@@ -1153,6 +1164,78 @@ impl Writer {
             if let Some(through) = chunk.through {
                 self.written_through = through;
             }
+        }
+        Ok(())
+    }
+
+    /// Writes what appends changed in one check (its index entries, summary,
+    /// runs and events) now, ahead of its round, taking it out of the round
+    /// under way. A change to the check's flags that follows then applies only
+    /// to the pings stored after it: readers re-apply a check's pings past its
+    /// written summary with the flags in the table, and must not give a ping
+    /// stored before a pause the power to resume the check (SPEC §5: pings and
+    /// writes take effect in the order they were committed).
+    async fn settle(&mut self, check_id: i64) -> Result<(), StoreError> {
+        let mut pings = Vec::new();
+        let mut last = Final {
+            check_id,
+            state: match self.checks.get(&check_id) {
+                Some(state) => state.clone(),
+                None => return Ok(()),
+            },
+            runs: Vec::new(),
+            overlaps: Vec::new(),
+            resumed: false,
+        };
+        let mut unwritten = false;
+        // The round under way first: it holds older changes than `dirty`.
+        for chunk in &mut self.round {
+            chunk.pings.retain(|&(c, id)| {
+                if c == check_id {
+                    pings.push(id);
+                }
+                c != check_id
+            });
+            if let Some(i) = chunk.finals.iter().position(|f| f.check_id == check_id) {
+                let f = chunk.finals.remove(i);
+                last.runs.extend(f.runs);
+                last.overlaps.extend(f.overlaps);
+                last.resumed |= f.resumed;
+                unwritten = true;
+            }
+        }
+        if let Some(d) = self.dirty.remove(&check_id) {
+            self.dirty_pings -= d.pings.len();
+            pings.extend(d.pings);
+            last.runs.extend(d.runs);
+            last.overlaps.extend(d.overlaps);
+            last.resumed |= d.resumed;
+            unwritten = true;
+        }
+        if !unwritten {
+            return Ok(());
+        }
+        // As a round would write it: index entries in chunks, the summary
+        // with the last one, each chunk a transaction of its own.
+        let mut chunks: Vec<Chunk> = pings
+            .chunks(CHUNK_PINGS)
+            .map(|ids| Chunk {
+                pings: ids.iter().map(|&id| (check_id, id)).collect(),
+                ..Chunk::default()
+            })
+            .collect();
+        if chunks.is_empty() {
+            chunks.push(Chunk::default());
+        }
+        if let Some(c) = chunks.last_mut() {
+            c.finals.push(last);
+        }
+        let n = chunks.len();
+        for chunk in chunks.into_iter().rev() {
+            self.round.push_front(chunk);
+        }
+        for _ in 0..n {
+            self.write_next_chunk().await?;
         }
         Ok(())
     }

@@ -1,0 +1,114 @@
+//! One place changes a check. Creating, updating, deleting, pausing and
+//! resuming a check go through [`Checks`], whoever asks (the APIs, the
+//! dashboard, a ping with `?create=1`, the config file's reconcile), so what
+//! must happen around each change happens once:
+//!
+//! - the store writes it, after the check's pings acknowledged so far, so
+//!   they keep what they did (SPEC §5: pings and writes take effect in the
+//!   order they were committed; see `Store::set_paused`);
+//! - the ping path's routing map learns the check's uuid and slug, or
+//!   forgets them;
+//! - the evaluator is told before the write is answered, so a metrics scrape
+//!   that starts after the answer reads the new state (its requests queue
+//!   behind the notice);
+//! - the answer is the check as the write left it (pings stored after it
+//!   are not in it): read-your-writes.
+
+use std::sync::Arc;
+
+use crate::domain::check::CheckSpec;
+use crate::domain::ping::UnixMs;
+use crate::evaluator::{EvaluatorHandle, Notice};
+use crate::ingest::Ingest;
+use crate::store::{Check, CheckRef, CheckSource, Store, StoreError};
+
+/// The check lifecycle, shared by every caller that changes checks.
+pub struct Checks {
+    store: Arc<dyn Store>,
+    ingest: Arc<Ingest>,
+    evaluator: EvaluatorHandle,
+}
+
+impl Checks {
+    /// The lifecycle over this store, ping path and evaluator.
+    pub fn new(store: Arc<dyn Store>, ingest: Arc<Ingest>, evaluator: EvaluatorHandle) -> Checks {
+        Checks {
+            store,
+            ingest,
+            evaluator,
+        }
+    }
+
+    /// Creates a check; `Conflict` when its uuid or slug is taken.
+    pub async fn create(
+        &self,
+        spec: &CheckSpec,
+        source: CheckSource,
+        now: UnixMs,
+    ) -> Result<Check, StoreError> {
+        let check = self.store.create_check(spec, source, now).await?;
+        self.ingest.remember(check_ref(&check));
+        self.evaluator.notify(Notice::Changed(check.id));
+        Ok(check)
+    }
+
+    /// Replaces the definition of `old` with `spec` and returns the check as
+    /// the write left it; `NotFound` when it is gone, `Conflict` when the new
+    /// slug is taken.
+    pub async fn update(
+        &self,
+        old: &Check,
+        spec: &CheckSpec,
+        now: UnixMs,
+    ) -> Result<Check, StoreError> {
+        let check = self.store.update_check(old.id, spec, now).await?;
+        // The old slug stops routing before the new one starts.
+        self.ingest.forget(old.uuid, old.spec.slug.as_deref());
+        self.ingest.remember(CheckRef {
+            id: old.id,
+            uuid: old.uuid,
+            slug: spec.slug.clone(),
+        });
+        self.evaluator.notify(Notice::Changed(old.id));
+        Ok(check)
+    }
+
+    /// Deletes a check with its history; `NotFound` when it is gone.
+    pub async fn delete(&self, check: &Check) -> Result<(), StoreError> {
+        // Forgotten before, so no ping is routed to it by the map while it
+        // goes, and after, so that a lookup in the database that began
+        // before the delete cannot put it back (a ping routed to a deleted
+        // check would be acknowledged, then dropped).
+        self.ingest.forget(check.uuid, check.spec.slug.as_deref());
+        let deleted = self.store.delete_check(check.id).await;
+        self.ingest.forget(check.uuid, check.spec.slug.as_deref());
+        self.evaluator.notify(Notice::Changed(check.id));
+        deleted
+    }
+
+    /// Pauses or resumes a check and returns it as the write left it.
+    pub async fn set_paused(
+        &self,
+        check: &Check,
+        paused: bool,
+        now: UnixMs,
+    ) -> Result<Check, StoreError> {
+        let check = self.store.set_paused(check.id, paused, now).await?;
+        self.evaluator.notify(Notice::Changed(check.id));
+        Ok(check)
+    }
+
+    /// Makes a check that another caller found already stored known to the
+    /// ping path (a concurrent create of the same slug).
+    pub fn remember(&self, r: CheckRef) {
+        self.ingest.remember(r);
+    }
+}
+
+fn check_ref(check: &Check) -> CheckRef {
+    CheckRef {
+        id: check.id,
+        uuid: check.uuid,
+        slug: check.spec.slug.clone(),
+    }
+}
