@@ -156,30 +156,6 @@ pub async fn run_with_metrics_listener(
         workers_stop.clone(),
     ));
 
-    // Changes made on other replicas reach this one's leader work.
-    {
-        let evaluator = evaluator_handle.clone();
-        let dispatch = dispatch.clone();
-        let store = store.clone();
-        let stop = workers_stop.clone();
-        tracker.spawn(async move {
-            store
-                .watch_changes(
-                    Box::new(move |change| match change {
-                        Change::Check(id) => evaluator.notify(Notice::Changed(id)),
-                        Change::Silences => {
-                            if let Some(d) = &dispatch {
-                                d.notify(DispatchNotice::Silences);
-                            }
-                        }
-                        Change::Unknown => {}
-                    }),
-                    stop,
-                )
-                .await;
-        });
-    }
-
     let ingest = Ingest::start(
         store.clone(),
         config.ping_batch_max,
@@ -190,6 +166,36 @@ pub async fn run_with_metrics_listener(
     )
     .await
     .context("cannot load checks")?;
+    // Changes made on other replicas reach this one's leader work and its
+    // ping routing.
+    let changes = Arc::new(crate::lease::ChangeBarrier::default());
+    {
+        let evaluator = evaluator_handle.clone();
+        let dispatch = dispatch.clone();
+        let store = store.clone();
+        let stop = workers_stop.clone();
+        let changes = changes.clone();
+        let routes = ingest.clone();
+        tracker.spawn(async move {
+            store
+                .watch_changes(
+                    Box::new(move |change| match change {
+                        Change::Check(id) => evaluator.notify(Notice::Changed(id)),
+                        Change::Silences => {
+                            if let Some(d) = &dispatch {
+                                d.notify(DispatchNotice::Silences);
+                            }
+                        }
+                        Change::Route { uuid, slug } => routes.forget(uuid, slug.as_deref()),
+                        Change::Sync(token) => changes.arrived(&token),
+                        Change::Unknown => {}
+                    }),
+                    stop,
+                )
+                .await;
+        });
+    }
+
     let dispatch = dispatch.unwrap_or_else(DispatchHandle::disconnected);
     let checks = Arc::new(crate::checks::Checks::new(
         store.clone(),
@@ -219,6 +225,7 @@ pub async fn run_with_metrics_listener(
         store,
         ingest,
         checks,
+        changes,
         config: config.clone(),
         evaluator: evaluator_handle,
         observed,

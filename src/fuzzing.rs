@@ -516,6 +516,7 @@ async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) 
         store,
         ingest,
         checks,
+        changes: Default::default(),
         limits: Arc::new(crate::http::rate_limit::PingLimits::new(&config.rate_limit)),
         config,
         evaluator: evaluator_handle,

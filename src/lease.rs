@@ -170,6 +170,55 @@ pub async fn lease_loop(
     }
 }
 
+/// Lets a reader wait until the changes other replicas committed before it
+/// asked have reached this replica (read-your-writes across replicas, SPEC
+/// §5): it sends a marker behind them through the database's change stream
+/// and waits for it to come back. The listener hands each change on (to the
+/// evaluator's queue) before it reports the marker, so what the reader asks
+/// the evaluator next is answered after those changes.
+#[derive(Default)]
+pub struct ChangeBarrier {
+    waiting: std::sync::Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>>,
+}
+
+impl ChangeBarrier {
+    /// Waits, at most `bound`, until every change committed before this
+    /// call has been reported here; false when the marker did not come
+    /// back in time (the listener is reconnecting, or the database is slow).
+    pub async fn pass(&self, store: &dyn Store, bound: Duration) -> bool {
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.lock().insert(token.clone(), tx);
+        let passed = match store.sync_changes(&token).await {
+            Ok(()) => tokio::time::timeout(bound, rx)
+                .await
+                .is_ok_and(|r| r.is_ok()),
+            Err(e) => {
+                tracing::debug!(error = %format!("{e:#}"), "cannot send a change marker");
+                false
+            }
+        };
+        self.lock().remove(&token);
+        passed
+    }
+
+    /// A marker came back through the change stream.
+    pub fn arrived(&self, token: &str) {
+        if let Some(tx) = self.lock().remove(token) {
+            let _ = tx.send(());
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>,
+    > {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

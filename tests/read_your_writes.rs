@@ -584,3 +584,153 @@ both_backends!(
         h.s.stop().await;
     }
 );
+
+/// PostgreSQL, two replicas: a pause answered by one is in the other's
+/// metrics (the leader renders per-check series) as soon as it is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_write_on_one_replica_is_in_the_leaders_metrics_at_once() {
+    if !common::postgres_available(
+        "postgres_a_write_on_one_replica_is_in_the_leaders_metrics_at_once",
+    ) {
+        return;
+    }
+    let db = TestDb::new(Backend::Postgres).await;
+    let path = common::write_config(
+        db.dir.path(),
+        &db.config_toml("heartbeat_period = \"500ms\"\nlease_ttl = \"3s\""),
+    );
+    let leader = common::ChildServer::spawn(&path);
+    let http = common::client();
+    let scrape = |base: String| {
+        let http = http.clone();
+        async move {
+            let r = http.get(format!("{base}/metrics")).send().await.unwrap();
+            r.text().await.unwrap()
+        }
+    };
+    tokio::time::timeout(HANG_GUARD, async {
+        while !scrape(leader.base.clone())
+            .await
+            .contains("overdue_is_leader 1")
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("hang guard: the first replica leads");
+    let other = common::ChildServer::spawn(&path);
+    let r = http
+        .post(format!("{}/api/v1/checks", other.base))
+        .json(&json!({"slug": "far", "interval": "1m", "manual_resume": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let uuid = r.json::<Value>().await.unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = http
+        .get(format!("{}/ping/{uuid}", other.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    tokio::time::timeout(HANG_GUARD, async {
+        while metrics_status(&scrape(leader.base.clone()).await, "far").as_deref() != Some("up") {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("hang guard: the leader renders the check");
+    for round in 0..20 {
+        for (action, status) in [("pause", "paused"), ("resume", "up")] {
+            let r = http
+                .post(format!("{}/api/v1/checks/{uuid}/{action}", other.base))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            let text = scrape(leader.base.clone()).await;
+            assert_eq!(
+                metrics_status(&text, "far").as_deref(),
+                Some(status),
+                "round {round}: the leader's metrics right after a {action} on the other replica"
+            );
+        }
+    }
+}
+
+/// PostgreSQL, two replicas: once a check is deleted or renamed on one, the
+/// other stops routing pings to it by its old uuid or slug (it used to
+/// acknowledge them from memory until it restarted, and drop them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_check_deleted_or_renamed_on_one_replica_stops_taking_pings_on_the_other() {
+    if !common::postgres_available(
+        "postgres_a_check_deleted_or_renamed_on_one_replica_stops_taking_pings_on_the_other",
+    ) {
+        return;
+    }
+    let db = TestDb::new(Backend::Postgres).await;
+    let path = common::write_config(db.dir.path(), &db.config_toml(""));
+    let a = common::ChildServer::spawn(&path);
+    let b = common::ChildServer::spawn(&path);
+    let http = common::client();
+    let status = |url: String| {
+        let http = http.clone();
+        async move { http.get(url).send().await.unwrap().status().as_u16() }
+    };
+    let key = common::PING_KEY;
+    let mut uuids = Vec::new();
+    for slug in ["gone", "renamed"] {
+        let r = http
+            .post(format!("{}/api/v1/checks", b.base))
+            .json(&json!({"slug": slug}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let uuid = r.json::<Value>().await.unwrap()["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        // A learns of both (by uuid and by slug) from its first pings.
+        assert_eq!(status(format!("{}/ping/{uuid}", a.base)).await, 200);
+        assert_eq!(status(format!("{}/ping/{key}/{slug}", a.base)).await, 200);
+        uuids.push(uuid);
+    }
+    let r = http
+        .delete(format!("{}/api/v1/checks/{}", b.base, uuids[0]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let r = http
+        .patch(format!("{}/api/v1/checks/{}", b.base, uuids[1]))
+        .json(&json!({"slug": "renamed-2"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // The change reaches A through the database's notifications, a moment
+    // after B answered.
+    let refused = [
+        format!("{}/ping/{}", a.base, uuids[0]),
+        format!("{}/ping/{key}/gone", a.base),
+        format!("{}/ping/{key}/renamed", a.base),
+    ];
+    for url in &refused {
+        tokio::time::timeout(HANG_GUARD, async {
+            while status(url.clone()).await != 404 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("hang guard: {url} is still acknowledged"));
+    }
+    assert_eq!(
+        status(format!("{}/ping/{key}/renamed-2", a.base)).await,
+        200
+    );
+    assert_eq!(status(format!("{}/ping/{}", a.base, uuids[1])).await, 200);
+}

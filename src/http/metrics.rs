@@ -108,11 +108,20 @@ async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
     r
 }
 
+/// How long a scrape waits for other replicas' changes to arrive before it
+/// renders what it has.
+const SYNC_BOUND: Duration = Duration::from_secs(1);
+
 /// Measures every selected check the evaluator holds, at `now`.
 async fn per_check(state: &AppState, now: i64) -> Result<Vec<Row>, String> {
     if !state.evaluator.loaded() {
         // Still loading at start-up: the service metrics say enough meanwhile.
         return Ok(Vec::new());
+    }
+    // A change committed on another replica before this scrape began must
+    // be in it (SPEC §5); the evaluator hears of it through the database.
+    if state.store.shared() && !state.changes.pass(&*state.store, SYNC_BOUND).await {
+        tracing::debug!("metrics: other replicas' latest changes may be missing from this scrape");
     }
     let Some(now) = instant(now) else {
         return Ok(Vec::new());

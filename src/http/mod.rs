@@ -55,6 +55,8 @@ pub struct Shared {
     pub ingest: Arc<Ingest>,
     /// Every change to a check goes through here (read-your-writes).
     pub checks: Arc<crate::checks::Checks>,
+    /// Waits for other replicas' changes to reach this one.
+    pub changes: Arc<crate::lease::ChangeBarrier>,
     pub config: Arc<Config>,
     pub evaluator: EvaluatorHandle,
     pub observed: Arc<Observed>,

@@ -46,6 +46,13 @@ pub trait LeaseStore: Send + Sync {
         on_change: Box<dyn Fn(Change) + Send + Sync>,
         stop: tokio_util::sync::CancellationToken,
     );
+    /// Sends `token` to every replica's [`LeaseStore::watch_changes`] as a
+    /// [`Change::Sync`], behind every change committed before it
+    /// (PostgreSQL delivers notifications in commit order). SQLite: nothing
+    /// to do; every change is this process's own.
+    async fn sync_changes(&self, _token: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// A change made by some replica.
@@ -57,6 +64,15 @@ pub enum Change {
     Silences,
     /// Changes may have been missed (the listening connection was lost).
     Unknown,
+    /// A check was deleted or its slug changed: pings must no longer be
+    /// routed by this uuid and old slug from memory.
+    Route {
+        uuid: uuid::Uuid,
+        slug: Option<String>,
+    },
+    /// A replica's marker (see [`LeaseStore::sync_changes`]): every change
+    /// committed before it has been reported.
+    Sync(String),
 }
 
 impl Change {
@@ -64,6 +80,19 @@ impl Change {
     pub fn parse(payload: &str) -> Change {
         if payload == "silences" {
             return Change::Silences;
+        }
+        if let Some(route) = payload.strip_prefix("route:") {
+            let (uuid, slug) = route.split_once(':').unwrap_or((route, ""));
+            return match uuid::Uuid::parse_str(uuid) {
+                Ok(uuid) => Change::Route {
+                    uuid,
+                    slug: (!slug.is_empty()).then(|| slug.to_string()),
+                },
+                Err(_) => Change::Unknown,
+            };
+        }
+        if let Some(token) = payload.strip_prefix("sync:") {
+            return Change::Sync(token.to_string());
         }
         payload
             .strip_prefix("check:")
@@ -80,6 +109,20 @@ mod tests {
     fn payloads_parse() {
         assert_eq!(Change::parse("check:42"), Change::Check(42));
         assert_eq!(Change::parse("silences"), Change::Silences);
+        assert_eq!(Change::parse("sync:ab-1"), Change::Sync("ab-1".into()));
+        let uuid = uuid::Uuid::new_v4();
+        assert_eq!(
+            Change::parse(&format!("route:{uuid}:nightly-backup")),
+            Change::Route {
+                uuid,
+                slug: Some("nightly-backup".into())
+            }
+        );
+        assert_eq!(
+            Change::parse(&format!("route:{uuid}:")),
+            Change::Route { uuid, slug: None }
+        );
+        assert_eq!(Change::parse("route:nope:x"), Change::Unknown);
         assert_eq!(Change::parse("check:x"), Change::Unknown);
         assert_eq!(Change::parse(""), Change::Unknown);
     }

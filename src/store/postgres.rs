@@ -1332,6 +1332,14 @@ impl super::lease::LeaseStore for PgStore {
         false
     }
 
+    async fn sync_changes(&self, token: &str) -> Result<(), StoreError> {
+        sqlx::query("SELECT pg_notify('overdue_changes', 'sync:' || $1)")
+            .bind(token)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     async fn watch_changes(
         &self,
         on_change: Box<dyn Fn(super::lease::Change) + Send + Sync>,
