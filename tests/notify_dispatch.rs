@@ -197,6 +197,7 @@ both_backends!(
             Some("data")
         );
         let a = &m.alerts[0];
+        assert_eq!(a.labels["alertname"], "OverdueCheck");
         assert_eq!(a.labels["status"], "down");
         assert_eq!(a.labels["reason"], "failed");
         assert!(a.labels["name"].starts_with("Job data-"));

@@ -45,6 +45,7 @@ fn alert(status: AlertStatus, check: &str, name: &str) -> Alert {
     Alert {
         status,
         labels: labels(&[
+            ("alertname", "OverdueCheck"),
             ("check", check),
             ("name", name),
             ("team", "data"),

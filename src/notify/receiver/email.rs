@@ -393,6 +393,9 @@ mod tests {
             .annotations
             .insert("url".into(), "http://overdue/checks/nightly-backup".into());
         firing
+            .labels
+            .insert("alertname".into(), "OverdueCheck".into());
+        firing
             .annotations
             .insert("last_ping".into(), "2024-05-01T02:00:00Z".into());
         firing.labels.insert("reason".into(), "late".into());
@@ -410,6 +413,7 @@ mod tests {
             "Resolved (1):",
             "(nightly-backup)",
             "reason:     late",
+            "alert:      OverdueCheck",
             "last ping:  2024-05-01T02:00:00Z",
             "link:       http://overdue/checks/nightly-backup",
             "<script>x</script>",

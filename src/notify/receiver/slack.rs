@@ -142,6 +142,7 @@ fn alert_text(alert: &Alert) -> String {
     };
     let mut out = format!("{title} `{}` — {state}", escape(&check.replace('`', "'")));
     let facts: Vec<String> = [
+        ("alert", alert.labels.get("alertname")),
         ("status", alert.labels.get("status")),
         ("reason", alert.labels.get("reason")),
         ("last ping", alert.annotations.get("last_ping")),
@@ -229,6 +230,15 @@ mod tests {
         let blocks = body["blocks"].as_array().unwrap();
         assert_eq!(blocks.len(), 3);
         assert_eq!(blocks[2]["text"]["text"], "… and 5 more");
+    }
+
+    #[test]
+    fn each_section_names_its_alert() {
+        let mut a = alert(AlertStatus::Firing, "etl");
+        a.labels.insert("alertname".into(), "OverdueOverlap".into());
+        let body = slack_body(&message(&[], vec![a]), None, None);
+        let section = body["blocks"][1]["text"]["text"].as_str().unwrap();
+        assert!(section.contains("alert: OverdueOverlap"), "{section}");
     }
 
     #[test]
