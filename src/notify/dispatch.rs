@@ -607,7 +607,8 @@ impl Dispatcher {
 
     fn alert(&self, h: &Held, status: AlertStatus, now: UnixMs) -> Alert {
         let src = &h.src;
-        let url = format!("{}/api/v1/checks/{}", self.base_url, src.uuid);
+        // The dashboard's page of the check (SPEC §6).
+        let url = format!("{}/checks/{}", self.base_url, src.uuid);
         let display = if src.name.is_empty() {
             h.labels.get("check").cloned().unwrap_or_default()
         } else {
@@ -645,7 +646,7 @@ impl Dispatcher {
                 humantime::format_duration(Duration::from_secs(secs as u64)).to_string(),
             );
         }
-        annotations.insert("url".into(), url.clone());
+        annotations.insert("link".into(), url.clone());
         Alert {
             status,
             labels: h.labels.clone(),

@@ -38,8 +38,9 @@ impl AlertStatus {
 /// Labels are the check's labels plus `alertname` ([`ALERTNAME_CHECK`] or
 /// [`ALERTNAME_OVERLAP`]), `check` (slug, or uuid when it has no slug),
 /// `name`, and for an incident `status` and `reason`. Annotations carry
-/// `summary`, `last_ping`, `last_items`, `staleness` and `url` (a link to
-/// the check); an annotation whose value is unknown is left out.
+/// `summary`, `last_ping`, `last_items`, `staleness` and `link` (the
+/// dashboard's page of the check, as is `generatorURL`); an annotation whose
+/// value is unknown is left out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Alert {

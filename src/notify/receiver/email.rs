@@ -391,7 +391,7 @@ mod tests {
         let mut firing = alert(AlertStatus::Firing, "nightly-backup");
         firing
             .annotations
-            .insert("url".into(), "http://overdue/checks/nightly-backup".into());
+            .insert("link".into(), "http://overdue/checks/nightly-backup".into());
         firing
             .labels
             .insert("alertname".into(), "OverdueCheck".into());

@@ -132,7 +132,7 @@ fn alert_text(alert: &Alert) -> String {
         .get("name")
         .map(String::as_str)
         .unwrap_or(check);
-    let title = match alert.annotations.get("url") {
+    let title = match alert.annotations.get("link") {
         Some(url) => format!("*<{}|{}>*", escape_url(url), escape(name)),
         None => format!("*{}*", escape(name)),
     };
@@ -246,7 +246,7 @@ mod tests {
         let mut a = alert(AlertStatus::Firing, "<!channel> & co");
         a.annotations.insert("summary".into(), "s".repeat(5000));
         a.annotations
-            .insert("url".into(), "http://overdue/checks/a|b>c".into());
+            .insert("link".into(), "http://overdue/checks/a|b>c".into());
         let m = message(&[("team", &"t".repeat(200))], vec![a]);
         let body = slack_body(&m, None, None);
         check_limits(&body);
