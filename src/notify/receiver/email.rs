@@ -424,6 +424,7 @@ mod tests {
         let html = templates.render("html_template", &m).unwrap();
         assert!(html.contains("&lt;script&gt;"), "{html}");
         assert!(!html.contains("<script>"), "{html}");
+        assert!(html.contains("<code>OverdueCheck</code>"), "{html}");
         assert!(
             html.contains("href=\"http:&#x2f;&#x2f;overdue&#x2f;checks&#x2f;nightly-backup\""),
             "{html}"
