@@ -141,11 +141,21 @@ both_backends!(
             .await
             .unwrap();
         let b = store
-            .create_check(&spec(r#"{"slug":"b","interval":"1m"}"#), CheckSource::Api, 1)
+            .create_check(
+                &spec(r#"{"slug":"b","interval":"1m"}"#),
+                CheckSource::Api,
+                1,
+            )
             .await
             .unwrap();
         // a is down (an incident) and its runs overlap (an overlap alert).
-        go(&store, a.id, None, st(Status::Down, Some(Reason::Failed), 10)).await;
+        go(
+            &store,
+            a.id,
+            None,
+            st(Status::Down, Some(Reason::Failed), 10),
+        )
+        .await;
         assert!(store.open_overlap_alert(a.id, 20).await.unwrap());
         assert!(
             !store.open_overlap_alert(a.id, 25).await.unwrap(),
@@ -199,7 +209,11 @@ both_backends!(
         let again = newest.iter().find(|s| s.is_overlap()).unwrap();
         assert!(again.incident_id < overlap.incident_id, "a new id");
         store.delete_check(a.id).await.unwrap();
-        assert!(store.alert_sources(AlertQuery::Open).await.unwrap().is_empty());
+        assert!(store
+            .alert_sources(AlertQuery::Open)
+            .await
+            .unwrap()
+            .is_empty());
         assert!(!store.open_overlap_alert(a.id, 50).await.unwrap());
     }
 );

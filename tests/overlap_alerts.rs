@@ -66,7 +66,10 @@ async fn delivered(server: &TestServer, n: usize) -> Vec<Value> {
         if list.iter().filter(|n| n["state"] == "delivered").count() >= n {
             return list;
         }
-        assert!(start.elapsed() < WAIT, "waiting for {n} delivered: {list:#?}");
+        assert!(
+            start.elapsed() < WAIT,
+            "waiting for {n} delivered: {list:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

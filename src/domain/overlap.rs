@@ -75,7 +75,10 @@ mod tests {
     fn runs_without_a_run_id_count_as_open_runs() {
         let mut plain = run(1, 1_000);
         plain.rid = None;
-        assert_eq!(overlap_since(true, false, &[plain, run(2, 2_000)]), Some(2_000));
+        assert_eq!(
+            overlap_since(true, false, &[plain, run(2, 2_000)]),
+            Some(2_000)
+        );
     }
 
     proptest! {

@@ -190,8 +190,7 @@ pub trait NotifyStore: Send + Sync {
     async fn open_overlap_alert(&self, check_id: i64, at: UnixMs) -> Result<bool, StoreError>;
     /// Resolves the open overlap alert of a check at `at`; `false` when none
     /// was open. A leader-only write.
-    async fn resolve_overlap_alert(&self, check_id: i64, at: UnixMs)
-        -> Result<bool, StoreError>;
+    async fn resolve_overlap_alert(&self, check_id: i64, at: UnixMs) -> Result<bool, StoreError>;
     /// The checks that have an open overlap alert.
     async fn open_overlap_checks(&self) -> Result<Vec<i64>, StoreError>;
     /// The newest `alerts` notification of every (group, receiver).

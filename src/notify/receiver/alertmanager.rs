@@ -202,8 +202,10 @@ mod tests {
     #[test]
     fn the_alerts_own_alertname_is_kept() {
         let mut a = alert(AlertStatus::Firing, "a");
-        a.labels
-            .insert("alertname".into(), crate::notify::message::ALERTNAME_OVERLAP.into());
+        a.labels.insert(
+            "alertname".into(),
+            crate::notify::message::ALERTNAME_OVERLAP.into(),
+        );
         let alerts = postable_alerts(&message(&[], vec![a]), Utc::now(), Duration::from_secs(1));
         assert_eq!(alerts[0].labels["alertname"], "OverdueOverlap");
     }
