@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::sinks::{SmtpOptions, SmtpSink, WebhookSink};
+use common::sinks::{Alertmanager, SmtpOptions, SmtpSink, WebhookSink};
 use common::TestServer;
 use serde_json::{json, Value};
 
@@ -346,6 +346,98 @@ both_backends!(
         let c = server.get_json(&format!("/api/v1/checks/{slow}")).await;
         assert_eq!(c["status"], "down");
         assert_eq!(c["running"], false);
+        server.stop().await;
+    }
+);
+
+/// Our alerts of `check` that a real Alertmanager holds as active, by alertname.
+async fn active_in(am: &Alertmanager, check: &str) -> Vec<Value> {
+    am.alerts("active=true")
+        .await
+        .into_iter()
+        .filter(|a| a["labels"]["check"] == check && a["status"]["state"] == "active")
+        .collect()
+}
+
+fn names(alerts: &[Value]) -> Vec<String> {
+    let mut v: Vec<String> = alerts
+        .iter()
+        .map(|a| a["labels"]["alertname"].as_str().unwrap_or("").to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Polls a real Alertmanager until `check`'s active alerts are `want`.
+async fn alertmanager_until(am: &Alertmanager, check: &str, want: &[&str]) -> Vec<Value> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let active = active_in(am, check).await;
+        if names(&active) == want {
+            return active;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Alertmanager holds {:?} for {check}, want {want:?}\n{}",
+            names(&active),
+            am.log()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+both_backends!(
+    alertmanager_holds_the_incident_and_the_overlap_apart,
+    |backend| async move {
+        let Some(am) = Alertmanager::start().await else {
+            return;
+        };
+        let toml = format!(
+            r#"
+base_url = "{BASE_URL}"
+
+[[receivers]]
+name = "am"
+type = "alertmanager"
+url = "{url}"
+
+[route]
+receiver = "am"
+group_by = ["check"]
+group_wait = "200ms"
+group_interval = "300ms"
+"#,
+            url = am.base,
+        );
+        let server = TestServer::start(backend, &toml).await;
+        let etl = create(
+            &server,
+            json!({"slug": "etl", "interval": "1h", "alert_on_overlap": true}),
+        )
+        .await;
+        let (r1, r2, r3) = (rid(), rid(), rid());
+        ping(&server, &format!("/ping/{etl}")).await;
+        for r in [&r1, &r2, &r3] {
+            ping(&server, &format!("/ping/{etl}/start?rid={r}")).await;
+        }
+        // One run fails: the check is down, and two runs are still open.
+        ping(&server, &format!("/ping/{etl}/fail?rid={r3}")).await;
+        let active = alertmanager_until(&am, "etl", &["OverdueCheck", "OverdueOverlap"]).await;
+        let link = format!("{BASE_URL}/checks/{etl}");
+        for a in &active {
+            assert_eq!(a["generatorURL"], link.as_str(), "{a}");
+            assert_eq!(a["annotations"]["link"], link.as_str(), "{a}");
+        }
+        let incident = active
+            .iter()
+            .find(|a| a["labels"]["alertname"] == "OverdueCheck")
+            .unwrap();
+        assert_eq!(incident["annotations"]["status"], "down", "{incident}");
+
+        // Another run fails: one run is left open, the overlap resolves and
+        // the incident stays.
+        ping(&server, &format!("/ping/{etl}/fail?rid={r1}")).await;
+        alertmanager_until(&am, "etl", &["OverdueCheck"]).await;
         server.stop().await;
     }
 );
