@@ -1,7 +1,8 @@
 //! The evaluator worker: a deadline queue that wakes at the next instant a
 //! check's status could change (or when a ping or an API change touches a
 //! check), evaluates it with the pure core, and records what changed: status,
-//! flip, incident, quiet-hours events, timed-out runs.
+//! flip, incident, quiet-hours events, timed-out runs, and the overlap
+//! alerts of checks whose runs overlap.
 //!
 //! Nothing is scanned per tick: each check sits in a min-heap at its own next
 //! change, so the worker sleeps (no CPU) while nothing is due. After a restart
@@ -24,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::evaluate::{evaluate, instant, Rules, RulesCache, Span};
+use crate::domain::overlap::overlap_since;
 use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::Status;
 use crate::lease::{is_leader, LeaderWatch};
@@ -166,6 +168,8 @@ struct Entry {
     paused: bool,
     stored: Option<StoredStatus>,
     generation: u32,
+    /// The check has an open overlap alert in the database.
+    overlap: bool,
 }
 
 /// The schedule is rebuilt without its superseded entries once it holds more
@@ -190,9 +194,12 @@ pub struct Evaluator {
     rx: mpsc::UnboundedReceiver<Notice>,
     progress: Arc<Progress>,
     cache: RulesCache,
-    /// Told about incidents that opened or closed and failing checks whose
-    /// quiet flag changed.
+    /// Told about incidents and overlap alerts that opened or closed, checks
+    /// that were deleted, and alerting checks whose quiet flag changed.
     dispatch: Option<DispatchHandle>,
+    /// Checks whose overlap alert opened or resolved (or that were deleted)
+    /// since the dispatcher was last told.
+    alerts_changed: Vec<i64>,
 }
 
 impl Evaluator {
@@ -213,6 +220,7 @@ impl Evaluator {
                 progress: progress.clone(),
                 cache: RulesCache::default(),
                 dispatch: None,
+                alerts_changed: Vec::new(),
             },
             EvaluatorHandle { tx, progress },
         )
@@ -239,6 +247,14 @@ impl Evaluator {
                 self.insert(c, now);
             }
         }
+        // Which checks carry an overlap alert already: an alert opened by an
+        // earlier life (or another leader) is neither opened nor announced
+        // again, and is resolved when its runs no longer overlap.
+        for id in self.store.open_overlap_checks().await? {
+            if let Some(e) = self.entries.get_mut(&id) {
+                e.overlap = true;
+            }
+        }
         tracing::info!(checks = self.entries.len(), "evaluator loaded");
         self.progress.loaded.store(true, Ordering::Release);
         Ok(())
@@ -262,7 +278,10 @@ impl Evaluator {
                 None
             }
         };
-        let generation = self.entries.get(&c.id).map_or(0, |e| e.generation);
+        let (generation, overlap) = self
+            .entries
+            .get(&c.id)
+            .map_or((0, false), |e| (e.generation, e.overlap));
         self.entries.insert(
             c.id,
             Entry {
@@ -271,6 +290,7 @@ impl Evaluator {
                 paused: c.paused,
                 stored: c.stored,
                 generation,
+                overlap,
             },
         );
         self.schedule(c.id, now);
@@ -351,7 +371,12 @@ impl Evaluator {
         match self.store.eval_check(id).await {
             Ok(Some(c)) => self.insert(c, now),
             Ok(None) => {
-                self.entries.remove(&id);
+                // Deleted: its alerts went with it; the dispatcher tells
+                // their end to receivers that were told they fire.
+                if self.entries.remove(&id).is_some() {
+                    self.alerts_changed.push(id);
+                    self.tell_dispatcher();
+                }
             }
             Err(e) => {
                 tracing::warn!(check = id, error = %format!("{e:#}"), "cannot reload a check; will retry");
@@ -401,6 +426,52 @@ impl Evaluator {
             }
         }
         self.flush(&mut pending, now).await;
+        self.tell_dispatcher();
+    }
+
+    /// Sends the checks whose alerts changed outside a status change to the
+    /// dispatcher.
+    fn tell_dispatcher(&mut self) {
+        if self.alerts_changed.is_empty() {
+            return;
+        }
+        let ids = std::mem::take(&mut self.alerts_changed);
+        if let Some(d) = &self.dispatch {
+            d.notify(DispatchNotice::Checks(ids));
+        }
+    }
+
+    /// Opens or resolves the check's overlap alert as `since` says (SPEC
+    /// §3.4); false when the store could not record it.
+    async fn settle_overlap(&mut self, id: i64, since: Option<UnixMs>, now: UnixMs) -> bool {
+        let Some(entry) = self.entries.get(&id) else {
+            return true;
+        };
+        if entry.overlap == since.is_some() {
+            return true;
+        }
+        let recorded = match since {
+            Some(at) => self.store.open_overlap_alert(id, at.min(now)).await,
+            None => self.store.resolve_overlap_alert(id, now).await,
+        };
+        match recorded {
+            Ok(_) => {
+                if let Some(e) = self.entries.get_mut(&id) {
+                    e.overlap = since.is_some();
+                }
+                if since.is_some() {
+                    tracing::info!(check = id, "runs overlap: overlap alert opened");
+                } else {
+                    tracing::info!(check = id, "runs no longer overlap: overlap alert resolved");
+                }
+                self.alerts_changed.push(id);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(check = id, error = %format!("{e:#}"), "cannot record an overlap alert; will retry");
+                false
+            }
+        }
     }
 
     async fn flush(&mut self, pending: &mut Vec<(Transition, Option<UnixMs>)>, now: UnixMs) {
@@ -411,13 +482,18 @@ impl Evaluator {
         match self.store.record_transitions(&batch).await {
             Ok(()) => {
                 if let Some(d) = &self.dispatch {
+                    let entries = &self.entries;
                     let ids: Vec<i64> = pending
                         .iter()
                         .map(|(t, _)| t)
                         .filter(|t| {
                             let was = t.from.is_some_and(|f| f.status.is_failing());
                             let is = t.to.status.is_failing();
-                            was != is || (is && t.flip) || (is && t.quiet_event.is_some())
+                            // An overlap alert is held while quiet, like an incident.
+                            let overlap = entries.get(&t.check_id).is_some_and(|e| e.overlap);
+                            was != is
+                                || (is && t.flip)
+                                || ((is || overlap) && t.quiet_event.is_some())
                         })
                         .map(|t| t.check_id)
                         .collect();
@@ -495,6 +571,16 @@ impl Evaluator {
                 return Outcome::Unchanged(None);
             };
             eval = evaluate(&rules, &entry.summary, entry.paused, spans, now_dt);
+        }
+
+        // The overlap alert, from the runs as they are now (timed-out ones
+        // closed): it never changes the status.
+        let since = self
+            .entries
+            .get(&id)
+            .and_then(|e| overlap_since(rules.alert_on_overlap, e.paused, &e.summary.open_runs));
+        if !self.settle_overlap(id, since, now).await {
+            return Outcome::Retry;
         }
 
         let Some(entry) = self.entries.get(&id) else {

@@ -197,10 +197,12 @@ both_backends!(
             Some("data")
         );
         let a = &m.alerts[0];
+        assert_eq!(a.labels["alertname"], "OverdueCheck");
         assert_eq!(a.labels["status"], "down");
         assert_eq!(a.labels["reason"], "failed");
         assert!(a.labels["name"].starts_with("Job data-"));
-        assert!(a.annotations["url"].starts_with("http://overdue.test/"));
+        assert!(a.annotations["link"].starts_with("http://overdue.test/checks/"));
+        assert_eq!(a.generator_url, a.annotations["link"]);
         assert_eq!(a.fingerprint.len(), 16);
         let web_n = sent.iter().find(|n| n.receiver == "quiet-hook").unwrap();
         assert_eq!(checks(&message(web_n), AlertStatus::Firing), vec!["web-1"]);

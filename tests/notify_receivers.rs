@@ -45,6 +45,7 @@ fn alert(status: AlertStatus, check: &str, name: &str) -> Alert {
     Alert {
         status,
         labels: labels(&[
+            ("alertname", "OverdueCheck"),
             ("check", check),
             ("name", name),
             ("team", "data"),
@@ -56,7 +57,7 @@ fn alert(status: AlertStatus, check: &str, name: &str) -> Alert {
             ("last_ping", "2024-05-01T02:00:00Z"),
             ("last_items", "0"),
             ("staleness", "2h 5m"),
-            ("url", &format!("http://overdue.test/checks/{check}")),
+            ("link", &format!("http://overdue.test/checks/{check}")),
         ]),
         starts_at: at(600),
         ends_at: if resolved { at(5) } else { zero_instant() },
@@ -862,7 +863,7 @@ async fn alertmanager_receives_firing_then_resolved_alerts() {
     assert_eq!(a["annotations"]["status"], "down");
     assert_eq!(a["annotations"]["summary"], "Nightly backup is late");
     assert_eq!(
-        a["annotations"]["url"],
+        a["annotations"]["link"],
         "http://overdue.test/checks/nightly-backup"
     );
     assert_eq!(

@@ -128,6 +128,96 @@ both_backends!(
     }
 );
 
+both_backends!(
+    overlap_alerts_are_read_next_to_incidents,
+    |backend| async move {
+        let (_db, store) = open(backend).await;
+        let a = store
+            .create_check(
+                &spec(r#"{"slug":"a","interval":"1m","alert_on_overlap":true}"#),
+                CheckSource::Api,
+                1,
+            )
+            .await
+            .unwrap();
+        let b = store
+            .create_check(
+                &spec(r#"{"slug":"b","interval":"1m"}"#),
+                CheckSource::Api,
+                1,
+            )
+            .await
+            .unwrap();
+        // a is down (an incident) and its runs overlap (an overlap alert).
+        go(
+            &store,
+            a.id,
+            None,
+            st(Status::Down, Some(Reason::Failed), 10),
+        )
+        .await;
+        assert!(store.open_overlap_alert(a.id, 20).await.unwrap());
+        assert!(
+            !store.open_overlap_alert(a.id, 25).await.unwrap(),
+            "one open per check"
+        );
+        assert_eq!(store.open_overlap_checks().await.unwrap(), vec![a.id]);
+
+        let open = store.alert_sources(AlertQuery::Open).await.unwrap();
+        assert_eq!(open.len(), 2);
+        let incident = open.iter().find(|s| !s.is_overlap()).unwrap();
+        let overlap = open.iter().find(|s| s.is_overlap()).unwrap();
+        assert!(incident.incident_id > 0 && overlap.incident_id < 0);
+        assert_eq!(overlap.check_id, a.id);
+        assert_eq!(overlap.slug.as_deref(), Some("a"));
+        assert_eq!(overlap.opened_at, 20);
+        assert_eq!(overlap.incident_status, "overlap");
+        assert_eq!(overlap.incident_reason, None);
+        assert_eq!(overlap.resolved_at, None);
+
+        // The newest of each kind per check, and by id (either sign).
+        let latest = store
+            .alert_sources(AlertQuery::Checks(&[a.id, b.id]))
+            .await
+            .unwrap();
+        assert_eq!(latest.len(), 2);
+        let ids = [incident.incident_id, overlap.incident_id, -999_999];
+        let by_id = store
+            .alert_sources(AlertQuery::Incidents(&ids))
+            .await
+            .unwrap();
+        assert_eq!(by_id.len(), 2);
+
+        assert!(!store.resolve_overlap_alert(b.id, 30).await.unwrap());
+        assert!(store.resolve_overlap_alert(a.id, 30).await.unwrap());
+        assert!(store.open_overlap_checks().await.unwrap().is_empty());
+        let open = store.alert_sources(AlertQuery::Open).await.unwrap();
+        assert!(open.iter().all(|s| !s.is_overlap()));
+        let gone = store
+            .alert_sources(AlertQuery::Incidents(&[overlap.incident_id]))
+            .await
+            .unwrap();
+        assert_eq!(gone[0].resolved_at, Some(30));
+
+        // A new overlap is a new alert; a deleted check takes its alerts
+        // along and opens none.
+        assert!(store.open_overlap_alert(a.id, 40).await.unwrap());
+        let newest = store
+            .alert_sources(AlertQuery::Checks(&[a.id]))
+            .await
+            .unwrap();
+        let again = newest.iter().find(|s| s.is_overlap()).unwrap();
+        assert!(again.incident_id < overlap.incident_id, "a new id");
+        store.delete_check(a.id).await.unwrap();
+        assert!(store
+            .alert_sources(AlertQuery::Open)
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(!store.open_overlap_alert(a.id, 50).await.unwrap());
+    }
+);
+
 both_backends!(a_step_of_a_group_is_enqueued_once, |backend| async move {
     let (_db, store) = open(backend).await;
     let n = notification("id-1", "{}:{}", "mail", 1, 100);

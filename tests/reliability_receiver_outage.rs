@@ -327,7 +327,7 @@ async fn beyond_retry_budget(backend: Backend, kind: Kind) {
                     .unwrap()
                     .iter()
                     .map(|a| {
-                        let url = a["annotations"]["url"].as_str().unwrap();
+                        let url = a["annotations"]["link"].as_str().unwrap();
                         url.rsplit('/').next().unwrap().to_string()
                     })
                     .collect::<Vec<_>>()

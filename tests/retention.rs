@@ -186,6 +186,18 @@ both_backends!(
             .await
             .unwrap();
         common::fold_all(&store).await;
+        // Overlap alerts: old's resolved long ago, open's still open, young's
+        // resolved recently.
+        for (check, opened, resolved) in [
+            (old.id, 50, Some(60)),
+            (open.id, 70, None),
+            (young.id, 5_000, Some(6_000)),
+        ] {
+            assert!(store.open_overlap_alert(check, opened).await.unwrap());
+            if let Some(at) = resolved {
+                assert!(store.resolve_overlap_alert(check, at).await.unwrap());
+            }
+        }
         // Notifications to one receiver, in four groups, all but the last
         // created long ago: superseded and delivered; pending; a dead letter
         // not yet reported; recent.
@@ -234,6 +246,7 @@ both_backends!(
             step.deleted,
             vec![
                 ("incidents", 1),
+                ("overlap_alerts", 1),
                 ("flips", 5),
                 ("check_events", 1),
                 ("runs", 1),
@@ -250,6 +263,12 @@ both_backends!(
             [(25, None)]
         );
         assert_eq!(store.list_incidents(young.id, 10).await.unwrap().len(), 1);
+        assert_eq!(
+            db.count("SELECT COUNT(*) FROM overlap_alerts").await,
+            2,
+            "open and recent overlap alerts stay"
+        );
+        assert_eq!(store.open_overlap_checks().await.unwrap(), vec![open.id]);
         assert!(store.list_flips(old.id, 10).await.unwrap().is_empty());
         let young_flips = store.list_flips(young.id, 10).await.unwrap();
         assert_eq!(

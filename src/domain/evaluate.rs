@@ -60,6 +60,8 @@ pub struct Rules {
     pub zero_items_runs: Option<u32>,
     /// `None`: the grace.
     pub max_runtime: Option<Duration>,
+    /// Raise an overlap alert while two or more runs are open (SPEC §3.4).
+    pub alert_on_overlap: bool,
 }
 
 /// Shares parsed schedules and windows between checks that use the same
@@ -123,6 +125,7 @@ impl Rules {
             zero_items_after: spec.zero_items_after.map(duration),
             zero_items_runs: spec.zero_items_runs,
             max_runtime: spec.max_runtime.map(duration),
+            alert_on_overlap: spec.alert_on_overlap,
         })
     }
 }

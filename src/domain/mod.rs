@@ -4,6 +4,7 @@ pub mod active_hours;
 pub mod check;
 pub mod evaluate;
 pub mod measure;
+pub mod overlap;
 pub mod ping;
 pub mod schedule;
 pub mod status;

@@ -614,7 +614,7 @@ pub fn undelivered_notice(
                 ),
             );
             let url = format!("{base_url}/api/v1/notifications/{}", n.id);
-            annotations.insert("url".into(), url.clone());
+            annotations.insert("link".into(), url.clone());
             Alert {
                 status: AlertStatus::Firing,
                 labels,

@@ -1,7 +1,8 @@
-//! The dispatcher: turns incidents into alerts, routes them to aggregation
-//! groups, and at each group's flush enqueues at most one notification per
-//! receiver (Alertmanager's dispatcher and notification log, kept in the
-//! database so restarts and replicas never enqueue the same step twice).
+//! The dispatcher: turns incidents and overlap alerts into alerts, routes
+//! them to aggregation groups, and at each group's flush enqueues at most one
+//! notification per receiver (Alertmanager's dispatcher and notification
+//! log, kept in the database so restarts and replicas never enqueue the same
+//! step twice).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -13,7 +14,9 @@ use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::group::{notification_id, plan, Plan, Prior, Snapshot};
-use super::message::{zero_instant, Alert, AlertStatus, LabelSet, Message};
+use super::message::{
+    zero_instant, Alert, AlertStatus, LabelSet, Message, ALERTNAME_CHECK, ALERTNAME_OVERLAP,
+};
 use super::route::{Route, RouteTree};
 use super::silence::Silence;
 use super::NotifyConfig;
@@ -31,7 +34,8 @@ const RETRY_MS: i64 = 5_000;
 /// Tells the dispatcher that something changed.
 #[derive(Debug)]
 pub enum DispatchNotice {
-    /// These checks' statuses, incidents or quiet flags changed.
+    /// These checks' statuses, incidents, overlap alerts or quiet flags
+    /// changed, or they were deleted.
     Checks(Vec<i64>),
     /// Silences were created, changed or deleted.
     Silences,
@@ -58,8 +62,8 @@ impl DispatchHandle {
     }
 }
 
-/// One alert the dispatcher holds: an open incident, or a resolved one that a
-/// receiver still has to be told about.
+/// One alert the dispatcher holds: an open incident or overlap alert, or a
+/// resolved one that a receiver still has to be told about.
 struct Held {
     src: AlertSource,
     labels: LabelSet,
@@ -302,9 +306,13 @@ impl Dispatcher {
                         .await
                     {
                         Ok(found) => {
+                            let found_ids: BTreeSet<i64> =
+                                found.iter().map(|s| s.incident_id).collect();
                             for src in found {
                                 self.upsert(src, now);
                             }
+                            // Deleted with their check: resolved now.
+                            self.resolve_gone(&superseded, &found_ids, now);
                         }
                         Err(e) => {
                             tracing::warn!(error = %format!("{e:#}"), "cannot read closed incidents")
@@ -364,17 +372,22 @@ impl Dispatcher {
                 for src in found {
                     self.upsert(src, now);
                 }
-                // Deleted with their check: resolved now.
-                for id in closed.iter().filter(|id| !found_ids.contains(id)) {
-                    if let Some(h) = self.alerts.get_mut(id) {
-                        h.src.resolved_at = Some(now);
-                    }
-                }
+                self.resolve_gone(&closed, &found_ids, now);
             }
             Err(e) => tracing::warn!(error = %format!("{e:#}"), "cannot read closed incidents"),
         }
         if let Err(e) = self.reload_silences(now).await {
             tracing::warn!(error = %format!("{e:#}"), "cannot read silences");
+        }
+    }
+
+    /// Marks the alerts of `ids` that the store no longer has (deleted with
+    /// their check) as resolved at `now`.
+    fn resolve_gone(&mut self, ids: &[i64], found: &BTreeSet<i64>, now: UnixMs) {
+        for id in ids.iter().filter(|id| !found.contains(id)) {
+            if let Some(h) = self.alerts.get_mut(id) {
+                h.src.resolved_at = Some(now);
+            }
         }
     }
 
@@ -594,7 +607,8 @@ impl Dispatcher {
 
     fn alert(&self, h: &Held, status: AlertStatus, now: UnixMs) -> Alert {
         let src = &h.src;
-        let url = format!("{}/api/v1/checks/{}", self.base_url, src.uuid);
+        // The dashboard's page of the check (SPEC §6).
+        let url = format!("{}/checks/{}", self.base_url, src.uuid);
         let display = if src.name.is_empty() {
             h.labels.get("check").cloned().unwrap_or_default()
         } else {
@@ -602,6 +616,12 @@ impl Dispatcher {
         };
         let mut annotations = LabelSet::new();
         let summary = match status {
+            AlertStatus::Firing if src.is_overlap() => {
+                format!("{display} has two or more runs open at once")
+            }
+            AlertStatus::Resolved if src.is_overlap() => {
+                format!("{display} no longer has overlapping runs")
+            }
             AlertStatus::Firing => {
                 let st = src.status.as_deref().unwrap_or(&src.incident_status);
                 match src.reason.as_deref().or(src.incident_reason.as_deref()) {
@@ -615,10 +635,10 @@ impl Dispatcher {
         if let Some(t) = src.last_ping_at.and_then(rfc3339) {
             annotations.insert("last_ping".into(), t);
         }
-        if let Some(items) = src.last_items {
+        if let Some(items) = src.last_items.filter(|_| !src.is_overlap()) {
             annotations.insert("last_items".into(), items.to_string());
         }
-        if let Some(last) = src.last_success_at {
+        if let Some(last) = src.last_success_at.filter(|_| !src.is_overlap()) {
             let end = src.resolved_at.unwrap_or(now);
             let secs = (end - last).max(0) / 1000;
             annotations.insert(
@@ -626,7 +646,7 @@ impl Dispatcher {
                 humantime::format_duration(Duration::from_secs(secs as u64)).to_string(),
             );
         }
-        annotations.insert("url".into(), url.clone());
+        annotations.insert("link".into(), url.clone());
         Alert {
             status,
             labels: h.labels.clone(),
@@ -719,19 +739,28 @@ impl Dispatcher {
     }
 }
 
-/// The alert's labels: the check's labels, then `check`, `name`, `status`
-/// and `reason` of the incident as it opened (so they stay the same until
-/// it resolves).
+/// The alert's labels: the check's labels, then `alertname`
+/// (`OverdueCheck` for an incident, `OverdueOverlap` for an overlap alert),
+/// `check` and `name`; an incident's also `status` and `reason` as it opened
+/// (so they stay the same until it resolves).
 pub fn alert_labels(src: &AlertSource) -> LabelSet {
     let mut labels: LabelSet = serde_json::from_str(&src.labels).unwrap_or_default();
+    let alertname = if src.is_overlap() {
+        ALERTNAME_OVERLAP
+    } else {
+        ALERTNAME_CHECK
+    };
+    labels.insert("alertname".into(), alertname.into());
     labels.insert(
         "check".into(),
         src.slug.clone().unwrap_or_else(|| src.uuid.clone()),
     );
     labels.insert("name".into(), src.name.clone());
-    labels.insert("status".into(), src.incident_status.clone());
-    if let Some(r) = &src.incident_reason {
-        labels.insert("reason".into(), r.clone());
+    if !src.is_overlap() {
+        labels.insert("status".into(), src.incident_status.clone());
+        if let Some(r) = &src.incident_reason {
+            labels.insert("reason".into(), r.clone());
+        }
     }
     labels.retain(|_, v| !v.is_empty());
     labels

@@ -10,6 +10,11 @@ use serde::{Deserialize, Serialize};
 /// Label or annotation names and values, sorted by name.
 pub type LabelSet = BTreeMap<String, String>;
 
+/// The `alertname` of a check's incidents (it went down or stalled).
+pub const ALERTNAME_CHECK: &str = "OverdueCheck";
+/// The `alertname` of a check's overlap alert (two or more runs open).
+pub const ALERTNAME_OVERLAP: &str = "OverdueOverlap";
+
 /// Whether an alert (or a whole message) is firing or resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -28,12 +33,14 @@ impl AlertStatus {
     }
 }
 
-/// One alert: one incident of one check.
+/// One alert: one incident, or the overlap alert, of one check.
 ///
-/// Labels are the check's labels plus `check` (slug, or uuid when it has no
-/// slug), `name`, `status` and `reason`. Annotations carry `summary`,
-/// `last_ping`, `last_items`, `staleness` and `url` (a link to the check);
-/// an annotation whose value is unknown is left out.
+/// Labels are the check's labels plus `alertname` ([`ALERTNAME_CHECK`] or
+/// [`ALERTNAME_OVERLAP`]), `check` (slug, or uuid when it has no slug),
+/// `name`, and for an incident `status` and `reason`. Annotations carry
+/// `summary`, `last_ping`, `last_items`, `staleness` and `link` (the
+/// dashboard's page of the check, as is `generatorURL`); an annotation whose
+/// value is unknown is left out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Alert {

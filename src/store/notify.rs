@@ -10,7 +10,12 @@ use async_trait::async_trait;
 use super::StoreError;
 use crate::domain::ping::UnixMs;
 
-/// One incident of one check with what an alert about it shows.
+/// One alert of one check with what it shows: an incident (the check went
+/// down or stalled) or an overlap alert (two or more of its runs are open).
+///
+/// Both kinds share one id space, the one notifications list their alerts
+/// in: an incident's id is its row's id (positive), an overlap alert's is
+/// minus its row's id (see [`overlap_alert_id`]).
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct AlertSource {
     pub check_id: i64,
@@ -24,8 +29,10 @@ pub struct AlertSource {
     pub status: Option<String>,
     pub reason: Option<String>,
     pub quiet: Option<bool>,
+    /// The alert's id (an incident's, or an overlap alert's: negative).
     pub incident_id: i64,
     pub opened_at: UnixMs,
+    /// The status the incident opened with; `overlap` for an overlap alert.
     pub incident_status: String,
     pub incident_reason: Option<String>,
     pub resolved_at: Option<UnixMs>,
@@ -34,14 +41,28 @@ pub struct AlertSource {
     pub last_items: Option<i64>,
 }
 
-/// Which incidents to read.
+impl AlertSource {
+    /// True for an overlap alert, false for an incident.
+    pub fn is_overlap(&self) -> bool {
+        self.incident_id < 0
+    }
+}
+
+/// The alert id of the overlap alert stored in row `row_id`: negative, so it
+/// never equals an incident's id.
+pub fn overlap_alert_id(row_id: i64) -> i64 {
+    -row_id
+}
+
+/// Which alerts to read (incidents and overlap alerts alike).
 #[derive(Debug, Clone, Copy)]
 pub enum AlertQuery<'a> {
-    /// Every open incident.
+    /// Every open alert.
     Open,
-    /// The newest incident of each of these checks, open or not.
+    /// The newest incident and the newest overlap alert of each of these
+    /// checks, open or not.
     Checks(&'a [i64]),
-    /// These incidents.
+    /// These alerts, by alert id.
     Incidents(&'a [i64]),
 }
 
@@ -162,8 +183,16 @@ pub struct SilenceRecord {
 /// Storage for alert routing and delivery.
 #[async_trait]
 pub trait NotifyStore: Send + Sync {
-    /// Incidents with what their alerts show.
+    /// Incidents and overlap alerts with what their alerts show.
     async fn alert_sources(&self, query: AlertQuery<'_>) -> Result<Vec<AlertSource>, StoreError>;
+    /// Opens an overlap alert of a check from `at`; `false` when one is open
+    /// already or the check is gone. A leader-only write.
+    async fn open_overlap_alert(&self, check_id: i64, at: UnixMs) -> Result<bool, StoreError>;
+    /// Resolves the open overlap alert of a check at `at`; `false` when none
+    /// was open. A leader-only write.
+    async fn resolve_overlap_alert(&self, check_id: i64, at: UnixMs) -> Result<bool, StoreError>;
+    /// The checks that have an open overlap alert.
+    async fn open_overlap_checks(&self) -> Result<Vec<i64>, StoreError>;
     /// The newest `alerts` notification of every (group, receiver).
     async fn latest_notifications(&self) -> Result<Vec<NotificationRecord>, StoreError>;
     /// The newest `alerts` notification of one (group, receiver).
@@ -245,6 +274,15 @@ pub(crate) const ALERT_SOURCE_SQL: &str = "SELECT c.id AS check_id, c.uuid, c.sl
      LEFT JOIN check_status s ON s.check_id = c.id \
      LEFT JOIN check_state st ON st.check_id = c.id";
 
+/// [`ALERT_SOURCE_SQL`] for overlap alerts, under their (negative) alert ids.
+pub(crate) const OVERLAP_SOURCE_SQL: &str = "SELECT c.id AS check_id, c.uuid, c.slug, c.name, c.labels, c.paused, \
+     s.status, s.reason, s.quiet, \
+     -o.id AS incident_id, o.opened_at, 'overlap' AS incident_status, NULL AS incident_reason, o.resolved_at, \
+     st.last_ping_at, st.last_success_at, st.last_items \
+     FROM overlap_alerts o JOIN checks c ON c.id = o.check_id \
+     LEFT JOIN check_status s ON s.check_id = c.id \
+     LEFT JOIN check_state st ON st.check_id = c.id";
+
 pub(crate) const NOTIFICATION_COLUMNS: &str =
     "id, group_key, receiver, seq, kind, created_at, announced, firing, payload, state, \
      attempts, next_attempt_at, retryable, last_error, delivered_at, reported_at";
@@ -265,33 +303,98 @@ macro_rules! impl_notify_store {
                 &self,
                 query: $crate::store::notify::AlertQuery<'_>,
             ) -> Result<Vec<$crate::store::notify::AlertSource>, $crate::store::StoreError> {
-                use $crate::store::notify::{placeholders, AlertQuery, ALERT_SOURCE_SQL, CHUNK};
-                let (ids, by_check) = match query {
+                use $crate::store::notify::{
+                    placeholders, AlertQuery, ALERT_SOURCE_SQL, CHUNK, OVERLAP_SOURCE_SQL,
+                };
+                let (by_check, incidents, overlaps): (bool, Vec<i64>, Vec<i64>) = match query {
                     AlertQuery::Open => {
-                        let sql = format!("{ALERT_SOURCE_SQL} WHERE i.resolved_at IS NULL ORDER BY i.id");
-                        return Ok(sqlx::query_as(&sql).fetch_all(&self.pool).await?);
+                        let mut out = Vec::new();
+                        for (source, alias) in [(ALERT_SOURCE_SQL, "i"), (OVERLAP_SOURCE_SQL, "o")] {
+                            let sql = format!(
+                                "{source} WHERE {alias}.resolved_at IS NULL ORDER BY {alias}.id"
+                            );
+                            out.extend(sqlx::query_as(&sql).fetch_all(&self.pool).await?);
+                        }
+                        return Ok(out);
                     }
-                    AlertQuery::Checks(ids) => (ids, true),
-                    AlertQuery::Incidents(ids) => (ids, false),
+                    AlertQuery::Checks(ids) => (true, ids.to_vec(), ids.to_vec()),
+                    AlertQuery::Incidents(ids) => (
+                        false,
+                        ids.iter().copied().filter(|id| *id > 0).collect(),
+                        ids.iter().filter(|id| **id < 0).map(|id| -id).collect(),
+                    ),
                 };
                 let mut out = Vec::new();
-                for chunk in ids.chunks(CHUNK) {
-                    let list = placeholders(1, chunk.len());
-                    let sql = if by_check {
-                        format!(
-                            "{ALERT_SOURCE_SQL} WHERE i.id IN \
-                             (SELECT MAX(id) FROM incidents WHERE check_id IN ({list}) GROUP BY check_id)"
-                        )
-                    } else {
-                        format!("{ALERT_SOURCE_SQL} WHERE i.id IN ({list})")
-                    };
-                    let mut q = sqlx::query_as(&sql);
-                    for id in chunk {
-                        q = q.bind(*id);
+                // Incidents, then overlap alerts (by their rows' ids).
+                for (source, alias, table, ids) in [
+                    (ALERT_SOURCE_SQL, "i", "incidents", incidents),
+                    (OVERLAP_SOURCE_SQL, "o", "overlap_alerts", overlaps),
+                ] {
+                    for chunk in ids.chunks(CHUNK) {
+                        let list = placeholders(1, chunk.len());
+                        let sql = if by_check {
+                            format!(
+                                "{source} WHERE {alias}.id IN \
+                                 (SELECT MAX(id) FROM {table} WHERE check_id IN ({list}) GROUP BY check_id)"
+                            )
+                        } else {
+                            format!("{source} WHERE {alias}.id IN ({list})")
+                        };
+                        let mut q = sqlx::query_as(&sql);
+                        for id in chunk {
+                            q = q.bind(*id);
+                        }
+                        out.extend(q.fetch_all(&self.pool).await?);
                     }
-                    out.extend(q.fetch_all(&self.pool).await?);
                 }
                 Ok(out)
+            }
+
+            async fn open_overlap_alert(
+                &self,
+                check_id: i64,
+                at: $crate::domain::ping::UnixMs,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_fenced().await?;
+                // A deleted check gets none; a second open one is refused by
+                // the unique index of open overlap alerts.
+                let done = sqlx::query(
+                    "INSERT INTO overlap_alerts (check_id, opened_at) \
+                     SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM checks WHERE id = $1) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(check_id)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn resolve_overlap_alert(
+                &self,
+                check_id: i64,
+                at: $crate::domain::ping::UnixMs,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_fenced().await?;
+                let done = sqlx::query(
+                    "UPDATE overlap_alerts SET resolved_at = $2 \
+                     WHERE check_id = $1 AND resolved_at IS NULL",
+                )
+                .bind(check_id)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(done.rows_affected() > 0)
+            }
+
+            async fn open_overlap_checks(&self) -> Result<Vec<i64>, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar(
+                    "SELECT check_id FROM overlap_alerts WHERE resolved_at IS NULL ORDER BY check_id",
+                )
+                .fetch_all(&self.pool)
+                .await?)
             }
 
             async fn latest_notifications(

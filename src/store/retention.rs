@@ -2,7 +2,7 @@
 //! `ping_log_limit` pings, and history older than `retention`. Nothing the
 //! evaluator or the notifier still needs goes: summaries are separate rows,
 //! pings not yet folded into a summary are never deleted, and neither are
-//! open incidents, open runs, pending notifications, dead letters not yet
+//! open incidents, open overlap alerts, open runs, pending notifications, dead letters not yet
 //! reported, nor the newest notification of each group and receiver (it says
 //! what the receiver was last told).
 
@@ -48,12 +48,19 @@ pub trait RetentionStore {
 /// per statement, and
 /// `{lock}` is where PostgreSQL skips rows another transaction holds (a check
 /// being deleted, say), so that a delete never waits in a cycle with another.
-pub(crate) const HISTORY_SQL: [(&str, &str); 5] = [
+pub(crate) const HISTORY_SQL: [(&str, &str); 6] = [
     (
         "incidents",
         "DELETE FROM incidents WHERE id IN (SELECT id FROM incidents \
          WHERE resolved_at IS NOT NULL AND resolved_at < $1 \
          AND id < (SELECT MAX(id) FROM incidents) ORDER BY id LIMIT $2{lock})",
+    ),
+    // Overlap alert ids come from AUTOINCREMENT or a sequence, never reused:
+    // the newest row may go too.
+    (
+        "overlap_alerts",
+        "DELETE FROM overlap_alerts WHERE id IN (SELECT id FROM overlap_alerts \
+         WHERE resolved_at IS NOT NULL AND resolved_at < $1 ORDER BY id LIMIT $2{lock})",
     ),
     (
         "flips",

@@ -18,10 +18,7 @@ use super::webhook::{idempotency_value, IDEMPOTENCY_KEY};
 use super::{
     positive_duration, AlertmanagerInput, SendContext, SendError, DEFAULT_REFRESH_INTERVAL,
 };
-use crate::notify::message::{AlertStatus, LabelSet, Message};
-
-/// The `alertname` of alerts whose labels have none.
-pub const ALERTNAME: &str = "OverdueCheck";
+use crate::notify::message::{AlertStatus, LabelSet, Message, ALERTNAME_CHECK};
 
 /// A firing alert stays active this many refresh intervals after it was sent.
 const LIFETIMES: u32 = 4;
@@ -120,9 +117,12 @@ fn postable_alerts(message: &Message, now: DateTime<Utc>, refresh: Duration) -> 
                 }
             }
             let mut labels = prometheus_names(&labels);
+            // Every alert the dispatcher makes names itself; a notification
+            // enqueued by an earlier version (still in the outbox after an
+            // upgrade) may not, and was an incident.
             labels
                 .entry("alertname".to_string())
-                .or_insert_with(|| ALERTNAME.to_string());
+                .or_insert_with(|| ALERTNAME_CHECK.to_string());
             let ends_at = match a.status {
                 AlertStatus::Firing => now + lifetime,
                 // A resolved alert without a real end would stay active.
@@ -179,7 +179,7 @@ mod tests {
         let now = Utc::now();
         let alerts = postable_alerts(&m, now, Duration::from_secs(60));
         assert_eq!(alerts[0].ends_at, now + chrono::Duration::minutes(4));
-        assert_eq!(alerts[0].labels["alertname"], ALERTNAME);
+        assert_eq!(alerts[0].labels["alertname"], ALERTNAME_CHECK);
         assert_eq!(alerts[0].labels["app_kubernetes_io_name"], "x");
         assert!(!alerts[0].labels.contains_key("empty"));
         assert!(!alerts[0].labels.contains_key("status"));
@@ -200,11 +200,14 @@ mod tests {
     }
 
     #[test]
-    fn own_alertname_is_kept() {
+    fn the_alerts_own_alertname_is_kept() {
         let mut a = alert(AlertStatus::Firing, "a");
-        a.labels.insert("alertname".into(), "Mine".into());
+        a.labels.insert(
+            "alertname".into(),
+            crate::notify::message::ALERTNAME_OVERLAP.into(),
+        );
         let alerts = postable_alerts(&message(&[], vec![a]), Utc::now(), Duration::from_secs(1));
-        assert_eq!(alerts[0].labels["alertname"], "Mine");
+        assert_eq!(alerts[0].labels["alertname"], "OverdueOverlap");
     }
 
     #[test]

@@ -391,7 +391,10 @@ mod tests {
         let mut firing = alert(AlertStatus::Firing, "nightly-backup");
         firing
             .annotations
-            .insert("url".into(), "http://overdue/checks/nightly-backup".into());
+            .insert("link".into(), "http://overdue/checks/nightly-backup".into());
+        firing
+            .labels
+            .insert("alertname".into(), "OverdueCheck".into());
         firing
             .annotations
             .insert("last_ping".into(), "2024-05-01T02:00:00Z".into());
@@ -410,6 +413,7 @@ mod tests {
             "Resolved (1):",
             "(nightly-backup)",
             "reason:     late",
+            "alert:      OverdueCheck",
             "last ping:  2024-05-01T02:00:00Z",
             "link:       http://overdue/checks/nightly-backup",
             "<script>x</script>",
@@ -420,6 +424,7 @@ mod tests {
         let html = templates.render("html_template", &m).unwrap();
         assert!(html.contains("&lt;script&gt;"), "{html}");
         assert!(!html.contains("<script>"), "{html}");
+        assert!(html.contains("<code>OverdueCheck</code>"), "{html}");
         assert!(
             html.contains("href=\"http:&#x2f;&#x2f;overdue&#x2f;checks&#x2f;nightly-backup\""),
             "{html}"

@@ -132,7 +132,7 @@ fn alert_text(alert: &Alert) -> String {
         .get("name")
         .map(String::as_str)
         .unwrap_or(check);
-    let title = match alert.annotations.get("url") {
+    let title = match alert.annotations.get("link") {
         Some(url) => format!("*<{}|{}>*", escape_url(url), escape(name)),
         None => format!("*{}*", escape(name)),
     };
@@ -142,6 +142,7 @@ fn alert_text(alert: &Alert) -> String {
     };
     let mut out = format!("{title} `{}` — {state}", escape(&check.replace('`', "'")));
     let facts: Vec<String> = [
+        ("alert", alert.labels.get("alertname")),
         ("status", alert.labels.get("status")),
         ("reason", alert.labels.get("reason")),
         ("last ping", alert.annotations.get("last_ping")),
@@ -232,11 +233,20 @@ mod tests {
     }
 
     #[test]
+    fn each_section_names_its_alert() {
+        let mut a = alert(AlertStatus::Firing, "etl");
+        a.labels.insert("alertname".into(), "OverdueOverlap".into());
+        let body = slack_body(&message(&[], vec![a]), None, None);
+        let section = body["blocks"][1]["text"]["text"].as_str().unwrap();
+        assert!(section.contains("alert: OverdueOverlap"), "{section}");
+    }
+
+    #[test]
     fn long_texts_are_cut_and_markup_escaped() {
         let mut a = alert(AlertStatus::Firing, "<!channel> & co");
         a.annotations.insert("summary".into(), "s".repeat(5000));
         a.annotations
-            .insert("url".into(), "http://overdue/checks/a|b>c".into());
+            .insert("link".into(), "http://overdue/checks/a|b>c".into());
         let m = message(&[("team", &"t".repeat(200))], vec![a]);
         let body = slack_body(&m, None, None);
         check_limits(&body);

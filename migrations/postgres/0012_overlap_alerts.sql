@@ -1,0 +1,12 @@
+-- Overlap alerts (SPEC §3.4): a check with alert_on_overlap carries one while
+-- two or more of its runs are open. At most one open per check. Ids come from
+-- a sequence, so they are never reused: notifications list the alerts their
+-- receiver was told of.
+CREATE TABLE overlap_alerts (
+    id          BIGSERIAL PRIMARY KEY,
+    check_id    BIGINT NOT NULL REFERENCES checks(id) ON DELETE CASCADE,
+    opened_at   BIGINT NOT NULL,
+    resolved_at BIGINT
+);
+CREATE INDEX overlap_alerts_by_check ON overlap_alerts (check_id, id);
+CREATE UNIQUE INDEX overlap_alerts_one_open ON overlap_alerts (check_id) WHERE resolved_at IS NULL;
