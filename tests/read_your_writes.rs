@@ -541,6 +541,32 @@ both_backends!(
     a_created_check_is_pingable_and_readable_at_once,
     |backend| async move {
         let s = TestServer::start(backend, "").await;
+        // Pings in flight to a uuid while a check is created with it: refused
+        // before, acknowledged after, and every acknowledged one is counted.
+        let uuid = uuid::Uuid::new_v4().to_string();
+        let ping = format!("/ping/{uuid}");
+        let pings: Vec<_> = (0..24)
+            .map(|_| {
+                let client = s.client.clone();
+                let url = s.url(&ping);
+                tokio::spawn(async move { client.get(url).send().await.unwrap().status().as_u16() })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        let created = s.create_check(json!({"uuid": uuid, "slug": "made"})).await;
+        assert_eq!(created["uuid"], uuid.as_str());
+        let mut acknowledged = 0;
+        for p in pings {
+            match p.await.unwrap() {
+                200 => acknowledged += 1,
+                404 => {}
+                other => panic!("a ping in flight got {other}"),
+            }
+        }
+        ping_ok(&s, &ping).await;
+        let v1 = get(&s, &format!("/api/v1/checks/{uuid}")).await;
+        assert_eq!(v1["n_pings"], acknowledged + 1, "{v1}");
+        assert_eq!(v1["status"], "up");
         for i in 0..5 {
             let slug = format!("new-{i}");
             let (uuid, ping) = create(&s, &slug, json!({})).await;
