@@ -19,9 +19,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
+use crate::domain::fold::Ping;
 use crate::evaluator::{EvaluatorHandle, Notice};
 use crate::lease::{is_leader, LeaderWatch};
-use crate::store::{CheckRef, NewPing, Store, StoreError};
+use crate::store::{CheckRef, Store, StoreError};
 
 /// Why a ping could not be stored.
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +33,7 @@ pub enum IngestError {
 }
 
 struct Job {
-    ping: NewPing,
+    ping: Ping,
     reply: oneshot::Sender<Result<(), IngestError>>,
 }
 
@@ -154,7 +155,7 @@ impl Ingest {
     }
 
     /// Queues a ping and waits until its batch is committed.
-    pub async fn submit(&self, ping: NewPing) -> Result<(), IngestError> {
+    pub async fn submit(&self, ping: Ping) -> Result<(), IngestError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Job { ping, reply })

@@ -18,11 +18,12 @@ use tokio::sync::{watch, Mutex};
 
 use crate::checks::Checks;
 use crate::config::{Config, ConfigErrors};
+use crate::domain::check::Check;
 use crate::domain::check::CheckSpec;
 use crate::evaluator::now_ms;
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::notify::NotifyConfig;
-use crate::store::{Check, CheckSource, Store, StoreError};
+use crate::store::{CheckSource, Store, StoreError};
 
 /// What one reconcile did to the checks of the config file.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]

@@ -8,11 +8,13 @@ use std::sync::Arc;
 
 use common::{Backend, TestDb, TestServer};
 use overdue::config::Config;
+use overdue::domain::check::Check;
 use overdue::domain::check::{CheckInput, CheckSpec};
+use overdue::domain::fold::Ping;
 use overdue::domain::ping::PingKind;
 use overdue::domain::status::{Reason, Status};
 use overdue::store::notify::{AttemptResult, NewNotification, KIND_ALERTS, KIND_UNDELIVERED};
-use overdue::store::{Check, CheckSource, NewPing, Store, StoredStatus, Transition};
+use overdue::store::{CheckSource, Store, StoredStatus, Transition};
 use serde_json::Value;
 
 async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
@@ -30,13 +32,13 @@ async fn create(store: &Arc<dyn Store>) -> Check {
         .unwrap()
 }
 
-fn ping(check_id: i64, at: i64, kind: PingKind) -> NewPing {
-    NewPing::new(check_id, at, kind)
+fn ping(check_id: i64, at: i64, kind: PingKind) -> Ping {
+    Ping::new(check_id, at, kind)
 }
 
 /// Appends `n` successes, numbered on from `from`.
 async fn append(store: &Arc<dyn Store>, check_id: i64, from: i64, n: i64) {
-    let pings: Vec<NewPing> = (from..from + n)
+    let pings: Vec<Ping> = (from..from + n)
         .map(|i| ping(check_id, 1_000 + i, PingKind::Success))
         .collect();
     for batch in pings.chunks(100) {

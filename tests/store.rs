@@ -7,8 +7,9 @@ use std::sync::Arc;
 use common::{Backend, TestDb};
 use overdue::config::Config;
 use overdue::domain::check::{CheckInput, CheckSpec};
+use overdue::domain::fold::Ping;
 use overdue::domain::ping::PingKind;
-use overdue::store::{CheckSource, NewPing, Store, StoreError};
+use overdue::store::{CheckSource, Store, StoreError};
 use uuid::Uuid;
 
 async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
@@ -22,18 +23,18 @@ fn spec(json: &str) -> CheckSpec {
     CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
 }
 
-fn ping(check_id: i64, at: i64, kind: PingKind) -> NewPing {
-    NewPing {
+fn ping(check_id: i64, at: i64, kind: PingKind) -> Ping {
+    Ping {
         remote_addr: Some("127.0.0.1".to_string()),
         user_agent: Some("it's \"quoted\"; DROP TABLE pings; --".to_string()),
         body: b"body \x00\xff".to_vec(),
-        ..NewPing::new(check_id, at, kind)
+        ..Ping::new(check_id, at, kind)
     }
 }
 
 /// Appends a batch, folds it, and returns what each ping was recorded as
 /// (kind, sequence number), in batch order.
-async fn write(store: &Arc<dyn Store>, batch: &[NewPing]) -> Vec<(PingKind, i64)> {
+async fn write(store: &Arc<dyn Store>, batch: &[Ping]) -> Vec<(PingKind, i64)> {
     store.append_pings(batch).await.unwrap();
     let folded = store.fold(100_000).await.unwrap();
     assert_eq!(folded.pings, batch.len());
@@ -137,20 +138,20 @@ both_backends!(
 
         let mut batch = vec![
             ping(a.id, 100, PingKind::Start),
-            NewPing {
+            Ping {
                 items: Some(5),
                 ..ping(a.id, 400, PingKind::Success)
             },
-            NewPing {
+            Ping {
                 rid: Some(rid),
                 ..ping(b.id, 500, PingKind::Start)
             },
-            NewPing {
+            Ping {
                 items: Some(0),
                 exit_status: Some(0),
                 ..ping(a.id, 600, PingKind::Success)
             },
-            NewPing {
+            Ping {
                 rid: Some(rid),
                 exit_status: Some(4),
                 ..ping(b.id, 900, PingKind::Fail)
@@ -199,11 +200,11 @@ both_backends!(
         // A second batch continues from the stored summaries (n, open runs).
         batch = vec![
             ping(a.id, 1_000, PingKind::Start),
-            NewPing {
+            Ping {
                 rid: Some(Uuid::new_v4()),
                 ..ping(b.id, 1_000, PingKind::Start)
             },
-            NewPing {
+            Ping {
                 rid: Some(Uuid::new_v4()),
                 ..ping(b.id, 1_100, PingKind::Start)
             },
@@ -404,7 +405,7 @@ both_backends!(unfolded_pings_are_read_back_at_once, |backend| async move {
         .unwrap();
     write(
         &store,
-        &[NewPing {
+        &[Ping {
             items: Some(3),
             ..ping(c.id, 100, PingKind::Success)
         }],
@@ -414,7 +415,7 @@ both_backends!(unfolded_pings_are_read_back_at_once, |backend| async move {
     store
         .append_pings(&[
             ping(c.id, 200, PingKind::Start),
-            NewPing {
+            Ping {
                 items: Some(0),
                 ..ping(c.id, 300, PingKind::Success)
             },
@@ -463,8 +464,8 @@ both_backends!(folds_are_bounded_and_ordered, |backend| async move {
         .create_check(&spec("{}"), CheckSource::Api, 0)
         .await
         .unwrap();
-    let batch: Vec<NewPing> = (0..25)
-        .map(|i| NewPing {
+    let batch: Vec<Ping> = (0..25)
+        .map(|i| Ping {
             items: Some(i),
             ..ping(c.id, 1_000 + i as i64, PingKind::Success)
         })
@@ -522,7 +523,7 @@ async fn sqlite_pings_are_checkpointed_off_the_writer() {
         .await
         .unwrap();
     for i in 0..20 {
-        let batch: Vec<NewPing> = (0..10)
+        let batch: Vec<Ping> = (0..10)
             .map(|j| ping(c.id, 2_000 + i * 10 + j, PingKind::Success))
             .collect();
         store.append_pings(&batch).await.unwrap();

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use common::{Backend, TestDb};
 use overdue::config::Config;
 use overdue::domain::check::{CheckInput, CheckSpec, Methods};
+use overdue::domain::fold::Ping;
 use overdue::domain::ping::PingKind;
 use overdue::store::keys::ApiKeyRecord;
-use overdue::store::{CheckSource, NewPing, Store, StoreError};
+use overdue::store::{CheckSource, Store, StoreError};
 
 async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
     let db = TestDb::new(backend).await;
@@ -23,11 +24,11 @@ fn spec(json: &str) -> CheckSpec {
     CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
 }
 
-fn ping(check_id: i64, at: i64, kind: PingKind, method: &str) -> NewPing {
-    NewPing {
+fn ping(check_id: i64, at: i64, kind: PingKind, method: &str) -> Ping {
+    Ping {
         method: method.to_string(),
         body: format!("ping {at}").into_bytes(),
-        ..NewPing::new(check_id, at, kind)
+        ..Ping::new(check_id, at, kind)
     }
 }
 
@@ -106,7 +107,7 @@ both_backends!(
         // batches padded up to 128 and 256 rows on SQLite.
         let mut sent = 0;
         for size in [1, 64, 65, 200] {
-            let batch: Vec<NewPing> = (sent + 1..=sent + size)
+            let batch: Vec<Ping> = (sent + 1..=sent + size)
                 .map(|i| ping(c.id, i, PingKind::Success, "GET"))
                 .collect();
             store.append_pings(&batch).await.unwrap();
@@ -133,14 +134,15 @@ both_backends!(pings_in_pages, |backend| async move {
         .create_check(&spec(r#"{"slug":"p"}"#), CheckSource::Api, 1)
         .await
         .unwrap();
-    let batch: Vec<NewPing> = (1..=5)
+    let batch: Vec<Ping> = (1..=5)
         .map(|i| ping(c.id, i * 10, PingKind::Success, "GET"))
         .collect();
     store.append_pings(&batch[..3]).await.unwrap();
     store.fold(1000).await.unwrap();
     // Two still in the inbox: pages read them too.
     store.append_pings(&batch[3..]).await.unwrap();
-    let ns = |v: Vec<overdue::store::PingRecord>| v.into_iter().map(|p| p.n).collect::<Vec<_>>();
+    let ns =
+        |v: Vec<overdue::domain::fold::PingRecord>| v.into_iter().map(|p| p.n).collect::<Vec<_>>();
     assert_eq!(
         ns(store.list_pings_before(c.id, None, 2).await.unwrap()),
         [5, 4]
@@ -208,7 +210,7 @@ both_backends!(api_keys_are_stored_as_hashes, |backend| async move {
 });
 
 /// Folds one ping and returns how it was logged.
-async fn fold_one(store: &Arc<dyn Store>, p: NewPing) -> overdue::store::PingRecord {
+async fn fold_one(store: &Arc<dyn Store>, p: Ping) -> overdue::domain::fold::PingRecord {
     let check_id = p.check_id;
     store.append_pings(&[p]).await.unwrap();
     store.fold(1000).await.unwrap();
@@ -254,7 +256,7 @@ both_backends!(
         // A run timed out after the fold that opened it: the next success
         // closes no run.
         let rid = uuid::Uuid::new_v4();
-        let start = NewPing {
+        let start = Ping {
             rid: Some(rid),
             ..ping(c.id, 40, PingKind::Start, "POST")
         };

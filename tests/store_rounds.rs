@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use common::{Backend, TestDb};
 use overdue::config::Config;
+use overdue::domain::check::Check;
 use overdue::domain::check::{CheckInput, CheckSpec};
+use overdue::domain::fold::Ping;
 use overdue::domain::ping::PingKind;
-use overdue::store::{Check, CheckSource, NewPing, Store};
+use overdue::store::{CheckSource, Store};
 
 async fn open(db: &TestDb) -> Arc<dyn Store> {
     let config = Config::from_toml(&db.config_toml("")).unwrap();
@@ -23,10 +25,10 @@ fn spec(json: &str) -> CheckSpec {
     CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
 }
 
-fn ping(check_id: i64, at: i64, items: i64) -> NewPing {
-    NewPing {
+fn ping(check_id: i64, at: i64, items: i64) -> Ping {
+    Ping {
         items: Some(items as u64),
-        ..NewPing::new(check_id, at, PingKind::Success)
+        ..Ping::new(check_id, at, PingKind::Success)
     }
 }
 
@@ -43,7 +45,7 @@ async fn create(store: &Arc<dyn Store>, slug: &str) -> Check {
 
 /// Appends `n` pings to a check, items 1..=n, in batches of 100.
 async fn append(store: &Arc<dyn Store>, check_id: i64, n: i64) {
-    let pings: Vec<NewPing> = (1..=n).map(|i| ping(check_id, 1_000 + i, i)).collect();
+    let pings: Vec<Ping> = (1..=n).map(|i| ping(check_id, 1_000 + i, i)).collect();
     for batch in pings.chunks(100) {
         store.append_pings(batch).await.unwrap();
     }

@@ -351,6 +351,19 @@ pub fn format_duration(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
+/// A check as stored: its definition, whether it is paused, and the
+/// summary of its pings.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub id: i64,
+    pub uuid: uuid::Uuid,
+    pub spec: CheckSpec,
+    pub paused: bool,
+    pub source: String,
+    pub created_at: crate::domain::ping::UnixMs,
+    pub summary: crate::domain::ping::Summary,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 pub mod active_hours;
 pub mod check;
 pub mod evaluate;
+pub mod fold;
 pub mod measure;
 pub mod overlap;
 pub mod ping;

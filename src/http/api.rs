@@ -20,11 +20,13 @@ use uuid::Uuid;
 use super::auth::{ReadAccess, WriteAccess};
 use super::error::{AppError, ErrorBody};
 use super::AppState;
+use crate::domain::check::Check;
 use crate::domain::check::{format_duration, CheckInput, CheckSpec, FieldError, WindowInput};
 use crate::domain::evaluate::{evaluate, Rules, RulesCache, Span};
+use crate::domain::fold::{PingRecord, RunRecord};
 use crate::domain::ping::UnixMs;
 use crate::domain::status::{Reason, Status};
-use crate::store::{Check, CheckSource, PingRecord, RunRecord, StoreError};
+use crate::store::{CheckSource, StoreError};
 
 /// The check routes, relative to `/api/v1`.
 pub fn router() -> OpenApiRouter<AppState> {

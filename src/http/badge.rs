@@ -14,8 +14,8 @@ use sha2::{Digest, Sha256};
 use super::api::CheckView;
 use super::v3::unique_key;
 use super::AppState;
+use crate::domain::check::Check;
 use crate::domain::status::Status;
-use crate::store::Check;
 
 /// How long a client or proxy may reuse a badge: short, so a badge on a wiki
 /// page follows the check within a minute.

@@ -16,10 +16,11 @@ use super::auth::client_ip;
 use super::rate_limit::{retry_after_secs, KeyedLimiter};
 use super::AppState;
 use crate::domain::check::CheckSpec;
+use crate::domain::fold::Ping;
 use crate::domain::ping::PingKind;
 use crate::ingest::IngestError;
 use crate::metrics::{Metrics, Rejected};
-use crate::store::{CheckSource, NewPing, StoreError};
+use crate::store::{CheckSource, StoreError};
 
 /// After the stored part of a body, how much more is read and thrown away so
 /// that the client sees our answer instead of a reset connection.
@@ -132,7 +133,7 @@ pub async fn ping(
     let user_agent = headers
         .get(header::USER_AGENT)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    let ping = NewPing {
+    let ping = Ping {
         check_id,
         at: chrono::Utc::now().timestamp_millis(),
         kind: action.kind,

@@ -29,9 +29,9 @@ use super::error::AppError;
 use super::v3::unique_key;
 use super::AppState;
 use crate::config::Scope;
+use crate::domain::check::Check;
 use crate::domain::evaluate::RulesCache;
 use crate::store::notify::NotificationFilter;
-use crate::store::Check;
 
 /// The session cookie: the API key, hex-encoded.
 pub const COOKIE: &str = "overdue_key";

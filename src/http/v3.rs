@@ -29,11 +29,13 @@ use super::auth::{scope_of, Denied};
 use super::error::AppError;
 use super::AppState;
 use crate::config::Scope;
+use crate::domain::check::Check;
 use crate::domain::check::{format_duration, CheckInput, CheckSpec, FieldError, Schedule};
+use crate::domain::fold::PingRecord;
 use crate::domain::ping::UnixMs;
 use crate::domain::status::Status;
 use crate::notify::message::LabelSet;
-use crate::store::{Check, CheckSource, PingRecord, StoreError};
+use crate::store::{CheckSource, StoreError};
 
 /// The `/api/v3` routes.
 pub fn router() -> Router<AppState> {

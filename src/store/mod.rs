@@ -1,7 +1,7 @@
 //! Storage: one [`Store`] trait, a SQLite and a PostgreSQL implementation.
 //! Rows are turned into domain types here; nothing outside this folder writes SQL.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::config::{Config, SqliteSynchronous};
-use crate::domain::check::{CheckSpec, Methods, Schedule, WindowInput};
-use crate::domain::ping::{OpenRun, PingKind, RunChange, Summary, Thresholds, UnixMs};
+use crate::domain::check::{Check, CheckSpec, Methods, Schedule, WindowInput};
+use crate::domain::fold::{apply_pending, FoldCheck, Ping, PingRecord, RunRecord, StoredPing};
+use crate::domain::ping::{OpenRun, PingKind, Summary, Thresholds, UnixMs};
 use crate::domain::status::{Reason, Status};
 
 pub mod keys;
@@ -67,69 +68,12 @@ impl CheckSource {
     }
 }
 
-/// A stored check with its summary.
-#[derive(Debug, Clone)]
-pub struct Check {
-    pub id: i64,
-    pub uuid: Uuid,
-    pub spec: CheckSpec,
-    pub paused: bool,
-    pub source: String,
-    pub created_at: UnixMs,
-    pub summary: Summary,
-}
-
 /// The little the ping path needs to route a ping to its check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckRef {
     pub id: i64,
     pub uuid: Uuid,
     pub slug: Option<String>,
-}
-
-/// A ping to be stored.
-#[derive(Debug, Clone)]
-pub struct NewPing {
-    pub check_id: i64,
-    pub at: UnixMs,
-    /// What the URL asked for; may be recorded as ignored.
-    pub kind: PingKind,
-    pub exit_status: Option<u8>,
-    pub items: Option<u64>,
-    pub rid: Option<Uuid>,
-    pub method: String,
-    pub remote_addr: Option<String>,
-    pub user_agent: Option<String>,
-    pub scheme: &'static str,
-    pub body: Vec<u8>,
-}
-
-impl NewPing {
-    /// A ping as `GET /ping/<uuid>` over HTTP without a body, query or
-    /// headers makes it; change the fields a caller needs with struct
-    /// update syntax.
-    pub fn new(check_id: i64, at: UnixMs, kind: PingKind) -> Self {
-        NewPing {
-            check_id,
-            at,
-            kind,
-            exit_status: None,
-            items: None,
-            rid: None,
-            method: "GET".to_string(),
-            remote_addr: None,
-            user_agent: None,
-            scheme: "http",
-            body: Vec::new(),
-        }
-    }
-}
-
-/// A ping waiting in the inbox to be folded, with its inbox id (which it keeps).
-#[derive(Debug, Clone)]
-pub struct InboxPing {
-    pub id: i64,
-    pub ping: NewPing,
 }
 
 /// What one fold did.
@@ -305,10 +249,10 @@ pub(crate) const INBOX_COLUMNS: &str = "id, check_id, at, kind, exit_status, ite
     method, remote_addr, user_agent, scheme, body";
 
 impl InboxRow {
-    pub(crate) fn into_ping(self) -> InboxPing {
-        InboxPing {
+    pub(crate) fn into_ping(self) -> StoredPing {
+        StoredPing {
             id: self.id,
-            ping: NewPing {
+            ping: Ping {
                 check_id: self.check_id,
                 at: self.at,
                 kind: PingKind::parse(&self.kind).unwrap_or(PingKind::Log),
@@ -327,229 +271,6 @@ impl InboxRow {
             },
         }
     }
-}
-
-/// One folded ping: what it was recorded as.
-pub(crate) struct FoldedPing {
-    pub id: i64,
-    pub n: i64,
-    pub kind: PingKind,
-    pub duration_ms: Option<i64>,
-}
-
-/// What folding a run of inbox pings into the given checks produces; the
-/// checks' summaries are updated in place.
-#[derive(Default)]
-pub(crate) struct FoldPlan {
-    pub pings: Vec<FoldedPing>,
-    pub runs: Vec<(i64, RunChange)>,
-    pub resumed: Vec<i64>,
-    pub touched: Vec<i64>,
-    /// Runs that started while others were open: check_id, at, detail.
-    pub overlaps: Vec<(i64, UnixMs, String)>,
-}
-
-/// The kind of event recorded when a run starts while another is open.
-pub const OVERLAP_EVENT: &str = "overlap";
-
-/// Applies inbox pings in order to the checks' summaries (SPEC §2–§4): the
-/// one place, for both backends, that decides what a ping is recorded as.
-/// Pings of checks that no longer exist are dropped.
-pub(crate) fn plan_fold(
-    pings: &[InboxPing],
-    checks: &mut HashMap<i64, WriterCheck>,
-    next_run_id: &mut dyn FnMut() -> i64,
-) -> FoldPlan {
-    let mut plan = FoldPlan::default();
-    let mut seen = std::collections::HashSet::new();
-    for p in pings {
-        let Some(entry) = checks.get_mut(&p.ping.check_id) else {
-            continue;
-        };
-        let (kind, resumed, applied) = fold_one(entry, &p.ping, next_run_id);
-        if resumed {
-            plan.resumed.push(p.ping.check_id);
-        }
-        if seen.insert(p.ping.check_id) {
-            plan.touched.push(p.ping.check_id);
-        }
-        for r in &applied.runs {
-            if let RunChange::Open {
-                overlapped: true,
-                rid,
-                ..
-            } = r
-            {
-                let open = entry.summary.open_runs.len();
-                plan.overlaps.push((
-                    p.ping.check_id,
-                    p.ping.at,
-                    format!(
-                        "run {} started while {} other run(s) were open",
-                        rid.map(|r| r.to_string()).unwrap_or_default(),
-                        open.saturating_sub(1)
-                    ),
-                ));
-            }
-        }
-        plan.runs
-            .extend(applied.runs.into_iter().map(|r| (p.ping.check_id, r)));
-        plan.pings.push(FoldedPing {
-            id: p.id,
-            n: applied.n,
-            kind,
-            duration_ms: applied.duration_ms,
-        });
-    }
-    plan
-}
-
-fn fold_one(
-    entry: &mut WriterCheck,
-    p: &NewPing,
-    next_run_id: &mut dyn FnMut() -> i64,
-) -> (PingKind, bool, crate::domain::ping::Applied) {
-    let (kind, resume) = effective_kind(
-        p.kind,
-        &p.method,
-        entry.methods,
-        entry.paused,
-        entry.manual_resume,
-    );
-    if resume {
-        entry.paused = false;
-    }
-    let facts = crate::domain::ping::PingFacts {
-        at: p.at,
-        kind,
-        items: p.items,
-        rid: p.rid,
-    };
-    let applied = entry.summary.apply(&facts, entry.thresholds, next_run_id);
-    (kind, resume, applied)
-}
-
-/// Read-your-writes: applies a check's pings still in the inbox to what was
-/// read of it, and returns them as ping records (oldest first).
-pub(crate) fn apply_pending(check: &mut Check, pending: &[InboxPing]) -> Vec<PingRecord> {
-    apply_pending_runs(check, pending).0
-}
-
-/// Like [`apply_pending`], also returning the run changes those pings make
-/// (runs they open get provisional negative ids).
-pub(crate) fn apply_pending_runs(
-    check: &mut Check,
-    pending: &[InboxPing],
-) -> (Vec<PingRecord>, Vec<RunChange>) {
-    let mut entry = WriterCheck {
-        summary: std::mem::take(&mut check.summary),
-        paused: check.paused,
-        manual_resume: check.spec.manual_resume,
-        methods: check.spec.methods,
-        thresholds: Thresholds {
-            failure: check.spec.failure_threshold,
-            recovery: check.spec.recovery_threshold,
-        },
-        folded_through: 0,
-    };
-    // Runs opened here get provisional ids; the fold assigns the real ones.
-    let mut provisional = 0;
-    let mut out = Vec::with_capacity(pending.len());
-    let mut runs = Vec::new();
-    for p in pending.iter().filter(|p| p.ping.check_id == check.id) {
-        let (kind, _, applied) = fold_one(&mut entry, &p.ping, &mut || {
-            provisional -= 1;
-            provisional
-        });
-        runs.extend(applied.runs.iter().cloned());
-        out.push(PingRecord {
-            id: p.id,
-            n: applied.n,
-            at: p.ping.at,
-            kind,
-            exit_status: p.ping.exit_status.map(i64::from),
-            items: p.ping.items.map(crate::domain::ping::clamp_items),
-            rid: p.ping.rid.map(|r| r.to_string()),
-            method: p.ping.method.clone(),
-            remote_addr: p.ping.remote_addr.clone(),
-            user_agent: p.ping.user_agent.clone(),
-            scheme: p.ping.scheme.to_string(),
-            body: p.ping.body.clone(),
-            duration_ms: applied.duration_ms,
-        });
-    }
-    check.summary = entry.summary;
-    check.paused = entry.paused;
-    (out, runs)
-}
-
-/// Applies run changes of pending pings to runs read back (newest first).
-pub(crate) fn merge_runs(
-    mut runs: Vec<RunRecord>,
-    changes: Vec<RunChange>,
-    limit: u32,
-) -> Vec<RunRecord> {
-    for change in changes {
-        match change {
-            RunChange::Open {
-                id,
-                rid,
-                started_at,
-                overlapped,
-            } => runs.insert(
-                0,
-                RunRecord {
-                    id,
-                    rid: rid.map(|r| r.to_string()),
-                    started_at,
-                    ended_at: None,
-                    outcome: None,
-                    reason: None,
-                    duration_ms: None,
-                    overlapped,
-                },
-            ),
-            RunChange::Overlapped { id } => {
-                if let Some(r) = runs.iter_mut().find(|r| r.id == id) {
-                    r.overlapped = true;
-                }
-            }
-            RunChange::Close {
-                id,
-                ended_at,
-                outcome,
-                duration_ms,
-                reason,
-            } => {
-                if let Some(r) = runs.iter_mut().find(|r| r.id == id) {
-                    r.ended_at = Some(ended_at);
-                    r.outcome = Some(outcome.as_str().to_string());
-                    r.duration_ms = Some(duration_ms);
-                    r.reason = reason.map(str::to_string);
-                }
-            }
-        }
-    }
-    runs.truncate(limit as usize);
-    runs
-}
-
-/// A ping read back from the log.
-#[derive(Debug, Clone)]
-pub struct PingRecord {
-    pub id: i64,
-    pub n: i64,
-    pub at: UnixMs,
-    pub kind: PingKind,
-    pub exit_status: Option<i64>,
-    pub items: Option<i64>,
-    pub rid: Option<String>,
-    pub method: String,
-    pub remote_addr: Option<String>,
-    pub user_agent: Option<String>,
-    pub scheme: String,
-    pub body: Vec<u8>,
-    pub duration_ms: Option<i64>,
 }
 
 /// The columns of `pings`, as both backends read them.
@@ -590,17 +311,32 @@ impl PingRow {
     }
 }
 
-/// A run read back.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct RunRecord {
-    pub id: i64,
-    pub rid: Option<String>,
-    pub started_at: UnixMs,
-    pub ended_at: Option<UnixMs>,
-    pub outcome: Option<String>,
-    pub reason: Option<String>,
-    pub duration_ms: Option<i64>,
-    pub overlapped: bool,
+/// The columns of `runs`, as both backends read them.
+#[derive(sqlx::FromRow)]
+pub(crate) struct RunRow {
+    id: i64,
+    rid: Option<String>,
+    started_at: i64,
+    ended_at: Option<i64>,
+    outcome: Option<String>,
+    reason: Option<String>,
+    duration_ms: Option<i64>,
+    overlapped: bool,
+}
+
+impl RunRow {
+    pub(crate) fn into_record(self) -> RunRecord {
+        RunRecord {
+            id: self.id,
+            rid: self.rid,
+            started_at: self.started_at,
+            ended_at: self.ended_at,
+            outcome: self.outcome,
+            reason: self.reason,
+            duration_ms: self.duration_ms,
+            overlapped: self.overlapped,
+        }
+    }
 }
 
 /// The storage operations the server needs.
@@ -641,10 +377,10 @@ pub trait Store:
     /// Appends a batch of pings in one statement: committed together or not
     /// at all. The ping path's only write. PostgreSQL appends to the inbox;
     /// SQLite folds the batch in memory and appends it to the ping log.
-    async fn append_pings(&self, pings: &[NewPing]) -> Result<(), StoreError>;
+    async fn append_pings(&self, pings: &[Ping]) -> Result<(), StoreError>;
     /// [`Store::append_pings`] for a batch the caller gives up (the ping
     /// path's), which a store may keep instead of copying.
-    async fn append_owned(&self, pings: Vec<NewPing>) -> Result<(), StoreError> {
+    async fn append_owned(&self, pings: Vec<Ping>) -> Result<(), StoreError> {
         self.append_pings(&pings).await
     }
     /// Folds up to `limit` inbox rows, oldest first, into the ping log, the
@@ -924,17 +660,40 @@ pub(crate) struct WriterRow {
     state: SummaryRow,
 }
 
-/// What the ping writer knows of one check.
+/// What the ping writer keeps of one check: what folding needs, and (SQLite)
+/// how far its written summary goes.
 #[derive(Debug, Clone)]
 pub(crate) struct WriterCheck {
-    pub summary: Summary,
-    pub paused: bool,
-    pub manual_resume: bool,
-    pub methods: Methods,
-    pub thresholds: Thresholds,
+    pub fold: FoldCheck,
     /// The last inbox id whose ping the summary holds (SQLite; see
     /// `check_state.folded_through`).
     pub folded_through: i64,
+}
+
+impl std::ops::Deref for WriterCheck {
+    type Target = FoldCheck;
+
+    fn deref(&self) -> &FoldCheck {
+        &self.fold
+    }
+}
+
+impl std::ops::DerefMut for WriterCheck {
+    fn deref_mut(&mut self) -> &mut FoldCheck {
+        &mut self.fold
+    }
+}
+
+impl std::borrow::Borrow<FoldCheck> for WriterCheck {
+    fn borrow(&self) -> &FoldCheck {
+        &self.fold
+    }
+}
+
+impl std::borrow::BorrowMut<FoldCheck> for WriterCheck {
+    fn borrow_mut(&mut self) -> &mut FoldCheck {
+        &mut self.fold
+    }
 }
 
 impl WriterRow {
@@ -943,17 +702,19 @@ impl WriterRow {
         Ok((
             self.id,
             WriterCheck {
-                summary: self.state.into_summary()?,
-                paused: self.paused,
-                manual_resume: self.manual_resume,
-                methods: if self.methods == "POST" {
-                    Methods::Post
-                } else {
-                    Methods::Any
-                },
-                thresholds: Thresholds {
-                    failure: count(self.failure_threshold),
-                    recovery: count(self.recovery_threshold),
+                fold: FoldCheck {
+                    summary: self.state.into_summary()?,
+                    paused: self.paused,
+                    manual_resume: self.manual_resume,
+                    methods: if self.methods == "POST" {
+                        Methods::Post
+                    } else {
+                        Methods::Any
+                    },
+                    thresholds: Thresholds {
+                        failure: count(self.failure_threshold),
+                        recovery: count(self.recovery_threshold),
+                    },
                 },
                 folded_through: self.folded_through,
             },
@@ -987,7 +748,7 @@ impl EvalRow {
     }
 
     /// The check with its pings still in the inbox applied (read-your-writes).
-    pub(crate) fn into_eval_with(self, pending: &[InboxPing]) -> anyhow::Result<EvalCheck> {
+    pub(crate) fn into_eval_with(self, pending: &[StoredPing]) -> anyhow::Result<EvalCheck> {
         let stored = match (
             self.stored_status.as_deref().and_then(Status::parse),
             self.stored_since,
@@ -1195,31 +956,6 @@ pub(crate) fn check_ref((id, uuid, slug): (i64, String, Option<String>)) -> Opti
     })
 }
 
-/// Decides what a ping is recorded as, given its check's flags (SPEC §3.4, §4):
-/// returns the recorded kind and whether the ping resumes a paused check.
-pub(crate) fn effective_kind(
-    requested: PingKind,
-    method: &str,
-    methods: Methods,
-    paused: bool,
-    manual_resume: bool,
-) -> (PingKind, bool) {
-    if methods == Methods::Post && method != "POST" {
-        return (PingKind::Ignored, false);
-    }
-    let counts = matches!(
-        requested,
-        PingKind::Success | PingKind::Start | PingKind::Fail
-    );
-    if paused && counts {
-        if manual_resume {
-            return (PingKind::Ignored, false);
-        }
-        return (requested, true);
-    }
-    (requested, false)
-}
-
 /// The store's SQLite options, for both the store and tests.
 pub fn sqlite_synchronous_pragma(s: SqliteSynchronous) -> &'static str {
     match s {
@@ -1230,36 +966,6 @@ pub fn sqlite_synchronous_pragma(s: SqliteSynchronous) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    #[test]
-    fn post_only_checks_ignore_other_methods() {
-        assert_eq!(
-            effective_kind(PingKind::Success, "GET", Methods::Post, false, false),
-            (PingKind::Ignored, false)
-        );
-        assert_eq!(
-            effective_kind(PingKind::Success, "POST", Methods::Post, false, false),
-            (PingKind::Success, false)
-        );
-    }
-
-    #[test]
-    fn pings_resume_paused_checks_unless_manual_resume() {
-        assert_eq!(
-            effective_kind(PingKind::Success, "GET", Methods::Any, true, false),
-            (PingKind::Success, true)
-        );
-        assert_eq!(
-            effective_kind(PingKind::Start, "GET", Methods::Any, true, true),
-            (PingKind::Ignored, false)
-        );
-        // A log ping neither resumes nor is ignored.
-        assert_eq!(
-            effective_kind(PingKind::Log, "GET", Methods::Any, true, false),
-            (PingKind::Log, false)
-        );
-    }
 
     #[test]
     fn migration_folders_list_the_same_versions() {

@@ -16,14 +16,17 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{
-    apply_pending, apply_pending_runs, bind_check_values, check_ref, insert_check_sql, merge_runs,
-    plan_fold, Check, CheckRef, CheckRow, CheckSource, CheckValues, EvalCheck, EvalRow,
-    EventRecord, FlipRecord, Folded, InboxPing, InboxRow, IncidentRecord, NewPing, PingRecord,
-    PingRow, RunRecord, Store, StoreError, Touched, Transition, TransitionRows, WriterCheck,
-    WriterRow, CHECK_COLUMNS, EVAL_COLUMNS, INBOX_COLUMNS, OVERLAP_EVENT, QUIET_EVENT,
-    WRITER_COLUMNS,
+    bind_check_values, check_ref, insert_check_sql, CheckRef, CheckRow, CheckSource, CheckValues,
+    EvalCheck, EvalRow, EventRecord, FlipRecord, Folded, InboxRow, IncidentRecord, PingRow, RunRow,
+    Store, StoreError, Touched, Transition, TransitionRows, WriterCheck, WriterRow, CHECK_COLUMNS,
+    EVAL_COLUMNS, INBOX_COLUMNS, QUIET_EVENT, WRITER_COLUMNS,
 };
+use crate::domain::check::Check;
 use crate::domain::check::CheckSpec;
+use crate::domain::fold::{
+    apply_pending, apply_pending_runs, merge_runs, plan_fold, FoldPlan, Ping, PingRecord,
+    RunRecord, StoredPing, OVERLAP_EVENT,
+};
 use crate::domain::ping::{clamp_items, PingKind, RunChange, Summary, UnixMs};
 
 /// The PostgreSQL implementation of [`Store`].
@@ -613,7 +616,7 @@ impl Store for PgStore {
         .await?)
     }
 
-    async fn append_pings(&self, pings: &[NewPing]) -> Result<(), StoreError> {
+    async fn append_pings(&self, pings: &[Ping]) -> Result<(), StoreError> {
         if pings.is_empty() {
             return Ok(());
         }
@@ -681,7 +684,7 @@ impl Store for PgStore {
         let more = rows.len() >= limit;
         let taken: Vec<i64> = rows.iter().map(|r| r.id).collect();
         // In id order, as read.
-        let pings: Vec<InboxPing> = rows.into_iter().map(InboxRow::into_ping).collect();
+        let pings: Vec<StoredPing> = rows.into_iter().map(InboxRow::into_ping).collect();
 
         let mut ids: Vec<i64> = pings.iter().map(|p| p.ping.check_id).collect();
         ids.sort_unstable();
@@ -845,7 +848,7 @@ impl Store for PgStore {
         let mut tx = self.read_snapshot().await?;
         let mut check = folded_check_on(&mut tx, check_id).await?;
         let pending = pending_on(&mut tx, Some(check_id)).await?;
-        let runs: Vec<RunRecord> = sqlx::query_as(
+        let runs: Vec<RunRow> = sqlx::query_as(
             "SELECT id, rid, started_at, ended_at, outcome, reason, duration_ms, overlapped \
              FROM runs WHERE check_id = $1 ORDER BY id DESC LIMIT $2",
         )
@@ -855,6 +858,7 @@ impl Store for PgStore {
         .await?;
         tx.commit().await?;
         let (_, changes) = apply_pending_runs(&mut check, &pending);
+        let runs = runs.into_iter().map(RunRow::into_record).collect();
         Ok(merge_runs(runs, changes, limit))
     }
 }
@@ -866,12 +870,12 @@ impl Store for PgStore {
 /// overlap events are written. The fold's rules are [`plan_fold`]'s.
 async fn fold_rows(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    pings: &[InboxPing],
+    pings: &[StoredPing],
     taken: &[i64],
     locked: &mut HashMap<i64, Locked>,
-) -> Result<super::FoldPlan, StoreError> {
+) -> Result<FoldPlan, StoreError> {
     let (Some(&first_taken), Some(&last_taken)) = (taken.first(), taken.last()) else {
-        return Ok(super::FoldPlan::default());
+        return Ok(FoldPlan::default());
     };
     let starts = pings
         .iter()
@@ -968,7 +972,7 @@ async fn settle_on(
     if rows.is_empty() {
         return Ok(());
     }
-    let pings: Vec<InboxPing> = rows.into_iter().map(InboxRow::into_ping).collect();
+    let pings: Vec<StoredPing> = rows.into_iter().map(InboxRow::into_ping).collect();
     let taken: Vec<i64> = pings.iter().map(|p| p.id).collect();
     let sql = format!(
         "SELECT {WRITER_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
@@ -1001,7 +1005,7 @@ async fn folded_check_on(conn: &mut sqlx::PgConnection, id: i64) -> Result<Check
 async fn pending_on(
     conn: &mut sqlx::PgConnection,
     check_id: Option<i64>,
-) -> Result<Vec<InboxPing>, StoreError> {
+) -> Result<Vec<StoredPing>, StoreError> {
     let sql = format!(
         "SELECT {INBOX_COLUMNS} FROM ping_inbox WHERE $1::bigint IS NULL OR check_id = $1 \
          ORDER BY id"
@@ -1045,7 +1049,7 @@ struct PingColumns {
 }
 
 impl PingColumns {
-    fn push(&mut self, p: &NewPing) {
+    fn push(&mut self, p: &Ping) {
         self.check_id.push(p.check_id);
         self.at.push(p.at);
         self.kind.push(p.kind.as_str());

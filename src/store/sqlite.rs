@@ -25,15 +25,18 @@ use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use super::{
-    apply_pending, apply_pending_runs, bind_check_values, check_ref, insert_check_sql, merge_runs,
-    plan_fold, Check, CheckRef, CheckRow, CheckSource, CheckValues, EvalCheck, EvalRow,
-    EventRecord, FlipRecord, FoldPlan, Folded, InboxPing, InboxRow, IncidentRecord, NewPing,
-    PingRecord, RunRecord, Store, StoreError, Touched, Transition, TransitionRows, WriterCheck,
-    WriterRow, CHECK_COLUMNS, EVAL_COLUMNS, INBOX_COLUMNS, OVERLAP_EVENT, QUIET_EVENT,
-    WRITER_COLUMNS,
+    bind_check_values, check_ref, insert_check_sql, CheckRef, CheckRow, CheckSource, CheckValues,
+    EvalCheck, EvalRow, EventRecord, FlipRecord, Folded, InboxRow, IncidentRecord, RunRow, Store,
+    StoreError, Touched, Transition, TransitionRows, WriterCheck, WriterRow, CHECK_COLUMNS,
+    EVAL_COLUMNS, INBOX_COLUMNS, QUIET_EVENT, WRITER_COLUMNS,
 };
 use crate::config;
+use crate::domain::check::Check;
 use crate::domain::check::CheckSpec;
+use crate::domain::fold::{
+    apply_pending, apply_pending_runs, merge_runs, plan_fold, FoldPlan, Ping, PingRecord,
+    RunRecord, StoredPing, OVERLAP_EVENT,
+};
 use crate::domain::ping::{clamp_items, PingKind, RunChange, UnixMs};
 
 /// The SQLite implementation of [`Store`].
@@ -273,20 +276,20 @@ impl Store for SqliteStore {
         Ok(rows.into_iter().filter_map(check_ref).collect())
     }
 
-    async fn append_pings(&self, pings: &[NewPing]) -> Result<(), StoreError> {
+    async fn append_pings(&self, pings: &[Ping]) -> Result<(), StoreError> {
         self.append_owned(pings.to_vec()).await
     }
 
-    async fn append_owned(&self, pings: Vec<NewPing>) -> Result<(), StoreError> {
+    async fn append_owned(&self, pings: Vec<Ping>) -> Result<(), StoreError> {
         if pings.is_empty() {
             return Ok(());
         }
         let mut w = self.writer.lock().await;
         let first = w.next_ping_id;
-        let batch: Vec<InboxPing> = pings
+        let batch: Vec<StoredPing> = pings
             .into_iter()
             .enumerate()
-            .map(|(i, ping)| InboxPing {
+            .map(|(i, ping)| StoredPing {
                 id: first + i as i64,
                 ping,
             })
@@ -620,7 +623,7 @@ impl Store for SqliteStore {
         let mut tx = self.read_snapshot().await?;
         let mut check = folded_check_on(&mut tx, check_id).await?;
         let pending = pending_on(&mut tx, Some(check_id)).await?;
-        let runs: Vec<RunRecord> = sqlx::query_as(
+        let runs: Vec<RunRow> = sqlx::query_as(
             "SELECT id, rid, started_at, ended_at, outcome, reason, duration_ms, overlapped \
              FROM runs WHERE check_id = ? ORDER BY id DESC LIMIT ?",
         )
@@ -630,6 +633,7 @@ impl Store for SqliteStore {
         .await?;
         tx.commit().await?;
         let (_, changes) = apply_pending_runs(&mut check, &pending);
+        let runs = runs.into_iter().map(RunRow::into_record).collect();
         Ok(merge_runs(runs, changes, limit))
     }
 }
@@ -717,7 +721,7 @@ async fn folded_check_on(conn: &mut SqliteConnection, id: i64) -> Result<Check, 
 async fn pending_on(
     conn: &mut SqliteConnection,
     check_id: Option<i64>,
-) -> Result<Vec<InboxPing>, StoreError> {
+) -> Result<Vec<StoredPing>, StoreError> {
     match check_id {
         Some(id) => pending_between(conn, id - 1, id).await,
         None => pending_between(conn, i64::MIN, i64::MAX).await,
@@ -732,7 +736,7 @@ async fn pending_between(
     conn: &mut SqliteConnection,
     after: i64,
     through: i64,
-) -> Result<Vec<InboxPing>, StoreError> {
+) -> Result<Vec<StoredPing>, StoreError> {
     let sql = format!(
         "SELECT {INBOX_COLUMNS} FROM pings p WHERE p.id > (SELECT through FROM ping_rounds) \
          AND p.check_id > ?1 AND p.check_id <= ?2 \
@@ -749,8 +753,8 @@ async fn pending_between(
 
 /// Pending pings grouped by check (in order), so applying them to many
 /// checks costs one pass.
-fn by_check(pending: Vec<InboxPing>) -> HashMap<i64, Vec<InboxPing>> {
-    let mut out: HashMap<i64, Vec<InboxPing>> = HashMap::new();
+fn by_check(pending: Vec<StoredPing>) -> HashMap<i64, Vec<StoredPing>> {
+    let mut out: HashMap<i64, Vec<StoredPing>> = HashMap::new();
     for p in pending {
         out.entry(p.ping.check_id).or_default().push(p);
     }
@@ -810,7 +814,7 @@ enum Written {
 struct Absorbed<'a> {
     /// The pings not yet in their summaries, in order: the batch itself
     /// unless some of it was already folded (or is of a deleted check).
-    fresh: Cow<'a, [InboxPing]>,
+    fresh: Cow<'a, [StoredPing]>,
     /// The ones folded (pings of deleted checks are not).
     pings: Vec<AbsorbedPing>,
     runs: Vec<(i64, RunChange)>,
@@ -905,7 +909,7 @@ impl Writer {
                 .persistent(false)
                 .fetch_all(&mut self.conn)
                 .await?;
-            let tail: Vec<InboxPing> = rows.into_iter().map(InboxRow::into_ping).collect();
+            let tail: Vec<StoredPing> = rows.into_iter().map(InboxRow::into_ping).collect();
             let Some(last) = tail.last().map(|p| p.id) else {
                 break;
             };
@@ -926,7 +930,7 @@ impl Writer {
             if rows.is_empty() {
                 break;
             }
-            let inbox: Vec<InboxPing> = rows.into_iter().map(InboxRow::into_ping).collect();
+            let inbox: Vec<StoredPing> = rows.into_iter().map(InboxRow::into_ping).collect();
             self.append(&inbox, true).await?;
         }
         self.flush().await
@@ -936,7 +940,7 @@ impl Writer {
     /// them to the log in one INSERT: all or none. The summaries in memory
     /// change only once it committed. `from_inbox`: the batch is inbox rows
     /// of an older version, deleted in the same transaction.
-    async fn append(&mut self, batch: &[InboxPing], from_inbox: bool) -> Result<(), StoreError> {
+    async fn append(&mut self, batch: &[StoredPing], from_inbox: bool) -> Result<(), StoreError> {
         let Some(last) = batch.last().map(|p| p.id) else {
             return Ok(());
         };
@@ -971,7 +975,7 @@ impl Writer {
     /// and are kept at once.
     async fn absorb<'a>(
         &mut self,
-        pings: &'a [InboxPing],
+        pings: &'a [StoredPing],
         written: Written,
     ) -> Result<Absorbed<'a>, StoreError> {
         let ids: Vec<i64> = pings.iter().map(|p| p.ping.check_id).collect();
@@ -982,12 +986,12 @@ impl Writer {
                 .await?;
             self.next_run_id = Some(max + 1);
         }
-        let is_fresh = |p: &InboxPing| {
+        let is_fresh = |p: &StoredPing| {
             self.checks
                 .get(&p.ping.check_id)
                 .is_some_and(|c| p.id > c.folded_through)
         };
-        let fresh: Cow<'a, [InboxPing]> = if pings.iter().all(is_fresh) {
+        let fresh: Cow<'a, [StoredPing]> = if pings.iter().all(is_fresh) {
             Cow::Borrowed(pings)
         } else {
             Cow::Owned(pings.iter().filter(|p| is_fresh(p)).cloned().collect())
@@ -1267,7 +1271,7 @@ impl Writer {
             .or_insert_with(|| insert_pings_sql(rows));
         let mut query = sqlx::query(sql.as_str());
         for f in &plan.pings {
-            let InboxPing { id, ping: p } = &plan.fresh[f.at];
+            let StoredPing { id, ping: p } = &plan.fresh[f.at];
             query = query
                 .bind(*id)
                 .bind(p.check_id)
@@ -1674,7 +1678,7 @@ mod tests {
             async move {
                 let mut n = 0_i64;
                 while !stop.is_cancelled() {
-                    let ping = NewPing::new(check.id, 1_000 + n, PingKind::Success);
+                    let ping = Ping::new(check.id, 1_000 + n, PingKind::Success);
                     store.append_pings(&[ping]).await.unwrap();
                     n += 1;
                 }

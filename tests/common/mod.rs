@@ -509,15 +509,16 @@ pub async fn daily_check_pinged(
     now: i64,
 ) -> (i64, Vec<overdue::store::Touched>) {
     use overdue::domain::check::CheckSpec;
+    use overdue::domain::fold::Ping;
     use overdue::domain::ping::PingKind;
-    use overdue::store::{CheckSource, NewPing};
+    use overdue::store::CheckSource;
 
     let check = store
         .create_check(&CheckSpec::with_slug("daily"), CheckSource::Api, now)
         .await
         .unwrap();
     store
-        .append_pings(&[NewPing::new(check.id, now, PingKind::Success)])
+        .append_pings(&[Ping::new(check.id, now, PingKind::Success)])
         .await
         .unwrap();
     let touched = store.fold(100).await.unwrap().touched;
