@@ -365,8 +365,12 @@ mod tests {
         use crate::domain::check::CheckSpec;
         use proptest::prelude::*;
 
+        /// Check, milliseconds after the ping before, kind, items, run id,
+        /// sent with POST.
+        type RawPing = (i64, i64, PingKind, Option<u64>, Option<u8>, bool);
+
         /// A ping to check 1 or 2, some milliseconds after the one before.
-        fn ping() -> impl Strategy<Value = (i64, i64, PingKind, Option<u64>, Option<u8>, bool)> {
+        fn ping() -> impl Strategy<Value = RawPing> {
             (
                 1i64..=2,
                 0i64..5_000,
@@ -382,7 +386,7 @@ mod tests {
             )
         }
 
-        fn stored(raw: &[(i64, i64, PingKind, Option<u64>, Option<u8>, bool)]) -> Vec<StoredPing> {
+        fn stored(raw: &[RawPing]) -> Vec<StoredPing> {
             let mut at = 1_000_000;
             raw.iter()
                 .enumerate()
