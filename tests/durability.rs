@@ -166,3 +166,165 @@ async fn readiness_reports_the_database() {
     assert_eq!(r.text().await.unwrap(), "ready");
     s.stop().await;
 }
+
+/// `/readyz` follows the database (PostgreSQL): 503 while it cannot be
+/// reached, 200 again once it can, in the same process. The database is
+/// reached through a TCP gate that the test closes (connections cut, new
+/// ones refused, as when its host goes away) and opens again.
+///
+/// SQLite is a file the process holds open: its readiness query never
+/// leaves the process, so it has no "unreachable" state to test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_a_postgres_outage() {
+    use common::gate::{Mode, Protocol, TcpGate};
+    if !common::postgres_available("readiness_follows_a_postgres_outage") {
+        return;
+    }
+    let mut db = TestDb::new(Backend::Postgres).await;
+    // postgres://user@host:port/db: the gate stands in for host:port.
+    let (scheme, rest) = db.url.split_once("://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
+    let (user, host_port) = match authority.rsplit_once('@') {
+        Some((u, h)) => (format!("{u}@"), h.to_string()),
+        None => (String::new(), authority.to_string()),
+    };
+    let host_port = if host_port.contains(':') {
+        host_port
+    } else {
+        format!("{host_port}:5432")
+    };
+    let target = tokio::net::lookup_host(&host_port)
+        .await
+        .unwrap()
+        .find(|a| a.ip().is_loopback())
+        .unwrap_or_else(|| panic!("PostgreSQL at {host_port} is not on loopback"));
+    let gate = TcpGate::start(target, Protocol::Http, Mode::Open).await;
+    db.url = format!("{scheme}://{user}127.0.0.1:{}/{path}", gate.port());
+    let s = TestServer::start_on(db, "").await;
+    let readyz = || async {
+        let r = s.client.get(s.url("/readyz")).send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    assert_eq!(readyz().await, (200, "ready".to_string()));
+
+    gate.set(Mode::Closed).await;
+    assert_eq!(readyz().await, (503, "database unavailable".to_string()));
+    // The process itself is alive.
+    let r = s.client.get(s.url("/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+
+    gate.set(Mode::Open).await;
+    assert_eq!(readyz().await, (200, "ready".to_string()));
+    s.stop().await;
+}
+
+/// `sqlite_synchronous = "full"` is in force on the connections that commit
+/// pings: SQLite in WAL mode syncs the WAL at every commit with FULL, and
+/// only at checkpoints with NORMAL (the default). PRAGMA synchronous is a
+/// setting of each connection, not of the file, so the test watches the
+/// real binary's syncs with strace instead of asking the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_synchronous_full_syncs_the_wal_at_every_commit() {
+    const PINGS: usize = 30;
+    if !common::peer_available("the sqlite_synchronous test", "strace", "strace") {
+        return;
+    }
+    let Some(normal) = wal_syncs_during_pings("normal", PINGS).await else {
+        return;
+    };
+    let full = wal_syncs_during_pings("full", PINGS).await.unwrap();
+    eprintln!("WAL syncs during {PINGS} pings: {full} with FULL, {normal} with NORMAL");
+    assert!(
+        full >= PINGS,
+        "FULL: {full} syncs of the WAL for {PINGS} pings committed one by one"
+    );
+    assert!(
+        normal < PINGS / 2,
+        "NORMAL: {normal} syncs of the WAL for {PINGS} pings (checkpoints only)"
+    );
+}
+
+/// How many times the server synced its WAL file while it took `pings`
+/// pings one after the other, with `sqlite_synchronous = setting`. `None`
+/// when this machine does not let strace attach (outside CI).
+async fn wal_syncs_during_pings(setting: &str, pings: usize) -> Option<usize> {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let db = TestDb::new(Backend::Sqlite).await;
+    let toml = db.config_toml(&format!("sqlite_synchronous = \"{setting}\""));
+    let config = write_config(db.dir.path(), &toml);
+    let server = ChildServer::spawn(&config);
+    let http = client();
+    let r = http
+        .post(format!("{}/api/v1/checks", server.base))
+        .json(&json!({"slug": "job"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let c: Value = r.json().await.unwrap();
+    let uuid = c["uuid"].as_str().unwrap().to_string();
+
+    let trace = db.dir.path().join("syncs.txt");
+    let mut strace = Command::new("strace")
+        .args([
+            "-f",
+            "-y",
+            "-e",
+            "trace=fsync,fdatasync",
+            "-e",
+            "signal=none",
+        ])
+        .arg("-o")
+        .arg(&trace)
+        .arg("-p")
+        .arg(server.child.id().to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn strace");
+    // "strace: Process N attached with M threads" once every thread is traced.
+    let mut said = Vec::new();
+    let mut lines = BufReader::new(strace.stderr.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let attached = line.contains("attached");
+        said.push(line);
+        if attached {
+            break;
+        }
+    }
+    if !said.iter().any(|l| l.contains("attached")) {
+        let _ = strace.wait();
+        common::peer_missing(
+            "the sqlite_synchronous test",
+            &format!("permission to trace a process ({})", said.join(" ")),
+            "strace, and ptrace allowed in the container",
+        );
+        return None;
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+
+    for i in 0..pings {
+        let r = http
+            .get(format!("{}/ping/{uuid}?items={i}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    // On SIGTERM strace detaches and writes out what it saw.
+    let stopped = Command::new("kill")
+        .args(["-TERM", &strace.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    strace.wait().unwrap();
+    let seen = std::fs::read_to_string(&trace).unwrap();
+    Some(
+        seen.lines()
+            .filter(|l| l.contains("sync(") && l.contains("-wal>"))
+            .count(),
+    )
+}
