@@ -276,20 +276,30 @@ both_backends!(per_check_series_follow_the_checks, |backend| async move {
         Some(1.0)
     );
 
-    // Deleted in the database (there is no delete API yet): its series go at once.
-    let sql = match backend {
-        Backend::Sqlite => format!(
-            "PRAGMA foreign_keys = ON; DELETE FROM checks WHERE uuid = '{}'",
-            uuid_of(&a)
-        ),
-        Backend::Postgres => format!("DELETE FROM checks WHERE uuid = '{}'", uuid_of(&a)),
-    };
-    s.db.sql(&sql).await;
+    // Deleted through the API: its series are gone from the next scrape.
+    let r = s
+        .client
+        .delete(s.url("/api/v1/checks/backup"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
     let samples = parse(&scrape(&s.base).await);
     assert_eq!(checks_in(&samples), vec![uuid_of(&b)]);
     assert!(samples
         .iter()
         .all(|x| x.labels.get("check").map(String::as_str) != Some("backup")));
+    // The same through healthchecks' v3 API.
+    let r = s
+        .client
+        .delete(s.url(&format!("/api/v3/checks/{}", uuid_of(&b))))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let samples = parse(&scrape(&s.base).await);
+    assert_eq!(checks_in(&samples), Vec::<String>::new());
+    assert!(samples.iter().all(|x| !x.labels.contains_key("check")));
     s.stop().await;
 });
 
