@@ -72,6 +72,7 @@ pub fn postgres_available(test: &str) -> bool {
 /// A program or library a test talks to is missing. Under `CI` that is a
 /// failure naming the package that provides it (a skipped test must not look
 /// like a passing one); elsewhere the test is skipped with a note.
+#[track_caller]
 pub fn peer_missing(test: &str, what: &str, package: &str) {
     assert!(
         std::env::var_os("CI").is_none(),
@@ -93,6 +94,7 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 }
 
 /// Whether `program` is installed; when it is not, [`peer_missing`].
+#[track_caller]
 pub fn peer_available(test: &str, program: &str, package: &str) -> bool {
     let found = find_program(program).is_some();
     if !found {
