@@ -221,40 +221,73 @@ async fn readiness_follows_a_postgres_outage() {
 /// `sqlite_synchronous = "full"` is in force on the connections that commit
 /// pings: SQLite in WAL mode syncs the WAL at every commit with FULL, and
 /// only at checkpoints with NORMAL (the default). PRAGMA synchronous is a
-/// setting of each connection, not of the file, so the test watches the
-/// real binary's syncs with strace instead of asking the file.
+/// setting of each connection, not of the file, and the store lends none of
+/// its connections, so the test counts the real binary's syncs with strace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_synchronous_full_syncs_the_wal_at_every_commit() {
     const PINGS: usize = 30;
-    if !common::peer_available("the sqlite_synchronous test", "strace", "strace") {
+    if !strace_works() {
         return;
     }
-    let Some(normal) = wal_syncs_during_pings("normal", PINGS).await else {
-        return;
-    };
-    let full = wal_syncs_during_pings("full", PINGS).await.unwrap();
-    eprintln!("WAL syncs during {PINGS} pings: {full} with FULL, {normal} with NORMAL");
+    let normal = wal_syncs("normal", PINGS).await;
+    let full = wal_syncs("full", PINGS).await;
+    eprintln!("WAL syncs over a run with {PINGS} pings: {full} with FULL, {normal} with NORMAL");
     assert!(
         full >= PINGS,
         "FULL: {full} syncs of the WAL for {PINGS} pings committed one by one"
     );
     assert!(
         normal < PINGS / 2,
-        "NORMAL: {normal} syncs of the WAL for {PINGS} pings (checkpoints only)"
+        "NORMAL: {normal} syncs of the WAL over a run with {PINGS} pings (checkpoints only)"
     );
 }
 
-/// How many times the server synced its WAL file while it took `pings`
-/// pings one after the other, with `sqlite_synchronous = setting`. `None`
-/// when this machine does not let strace attach (outside CI).
-async fn wal_syncs_during_pings(setting: &str, pings: usize) -> Option<usize> {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
+/// Whether strace is installed and may trace its own child here (a
+/// container's seccomp profile may forbid ptrace).
+fn strace_works() -> bool {
+    let test = "the sqlite_synchronous test";
+    if !common::peer_available(test, "strace", "Debian's strace") {
+        return false;
+    }
+    let out = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "true"])
+        .output()
+        .expect("run strace");
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        common::peer_missing(
+            test,
+            &format!("a strace that may trace ({})", said.trim()),
+            "Debian's strace, and ptrace allowed",
+        );
+    }
+    out.status.success()
+}
+
+/// How many times the server synced its WAL file over a whole run (start,
+/// a check created, `pings` pings one after the other, graceful stop) with
+/// `sqlite_synchronous = setting`.
+async fn wal_syncs(setting: &str, pings: usize) -> usize {
+    use std::os::unix::fs::PermissionsExt;
 
     let db = TestDb::new(Backend::Sqlite).await;
     let toml = db.config_toml(&format!("sqlite_synchronous = \"{setting}\""));
     let config = write_config(db.dir.path(), &toml);
-    let server = ChildServer::spawn(&config);
+    // strace starts the server as its child: tracing a child needs no
+    // privilege beyond ptrace itself.
+    let trace = db.dir.path().join("syncs.txt");
+    let wrapper = db.dir.path().join("overdue-under-strace");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec strace -f -qq -y -e trace=fsync,fdatasync -e signal=none -o '{}' '{}' \"$@\"\n",
+            trace.display(),
+            env!("CARGO_BIN_EXE_overdue")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut server = ChildServer::spawn_binary(&wrapper, &config);
     let http = client();
     let r = http
         .post(format!("{}/api/v1/checks", server.base))
@@ -265,47 +298,6 @@ async fn wal_syncs_during_pings(setting: &str, pings: usize) -> Option<usize> {
     assert_eq!(r.status(), 201);
     let c: Value = r.json().await.unwrap();
     let uuid = c["uuid"].as_str().unwrap().to_string();
-
-    let trace = db.dir.path().join("syncs.txt");
-    let mut strace = Command::new("strace")
-        .args([
-            "-f",
-            "-y",
-            "-e",
-            "trace=fsync,fdatasync",
-            "-e",
-            "signal=none",
-        ])
-        .arg("-o")
-        .arg(&trace)
-        .arg("-p")
-        .arg(server.child.id().to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn strace");
-    // "strace: Process N attached with M threads" once every thread is traced.
-    let mut said = Vec::new();
-    let mut lines = BufReader::new(strace.stderr.take().unwrap()).lines();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        let attached = line.contains("attached");
-        said.push(line);
-        if attached {
-            break;
-        }
-    }
-    if !said.iter().any(|l| l.contains("attached")) {
-        let _ = strace.wait();
-        common::peer_missing(
-            "the sqlite_synchronous test",
-            &format!("permission to trace a process ({})", said.join(" ")),
-            "strace, and ptrace allowed in the container",
-        );
-        return None;
-    }
-    std::thread::spawn(move || lines.for_each(drop));
-
     for i in 0..pings {
         let r = http
             .get(format!("{}/ping/{uuid}?items={i}", server.base))
@@ -314,17 +306,24 @@ async fn wal_syncs_during_pings(setting: &str, pings: usize) -> Option<usize> {
             .unwrap();
         assert_eq!(r.status(), 200);
     }
-    // On SIGTERM strace detaches and writes out what it saw.
-    let stopped = Command::new("kill")
-        .args(["-TERM", &strace.id().to_string()])
+    // Stop the server (strace's child); strace then writes out what it saw
+    // and exits too.
+    let strace = server.child.id();
+    let children = std::fs::read_to_string(format!("/proc/{strace}/task/{strace}/children"))
+        .expect("strace's children");
+    let overdue = children
+        .split_whitespace()
+        .next()
+        .expect("the server under strace");
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", overdue])
         .status()
         .unwrap();
     assert!(stopped.success());
-    strace.wait().unwrap();
+    let exited = tokio::task::block_in_place(|| server.child.wait()).unwrap();
+    assert!(exited.success(), "{exited}\n{}", server.log());
     let seen = std::fs::read_to_string(&trace).unwrap();
-    Some(
-        seen.lines()
-            .filter(|l| l.contains("sync(") && l.contains("-wal>"))
-            .count(),
-    )
+    seen.lines()
+        .filter(|l| l.contains("sync(") && l.contains("-wal>"))
+        .count()
 }
