@@ -32,6 +32,10 @@ pub const DEFAULT_CONFIG: &str = include_str!("config.default.toml");
 /// The largest `ping_batch_max`.
 pub const PING_BATCH_MAX_LIMIT: usize = 2048;
 
+/// The largest ping body (16 MiB): a longer one is answered 413, so it is
+/// also the largest `ping_body_limit`.
+pub const MAX_PING_BODY: usize = 16 << 20;
+
 /// A value that must never appear in logs, `Debug` output or API responses.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -260,6 +264,11 @@ impl Config {
         let base_url = base_url.and_then(|s| f.check("base_url", parse_base_url(&s)));
         let database_url = f.secret("database_url", "database_url_file");
         let ping_body_limit: Option<usize> = f.get("ping_body_limit");
+        if let Some(n) = ping_body_limit.filter(|n| *n > MAX_PING_BODY) {
+            f.errors.push(format!(
+                "ping_body_limit: must be at most {MAX_PING_BODY} (16 MiB), got {n}"
+            ));
+        }
         let ping_key = f.optional_secret("ping_key", "ping_key_file");
         let ping_key = ping_key.and_then(|k| match k {
             Some(k) if k.expose().len() < 8 || !is_url_safe(k.expose()) => {
@@ -984,6 +993,16 @@ deny = ["private"]
             .unwrap_err()
             .0;
         assert!(e.iter().any(|m| m.contains("per_chek")), "{e:?}");
+    }
+
+    #[test]
+    fn ping_body_limit_is_at_most_what_a_ping_may_send() {
+        let e = Config::from_toml("ping_body_limit = 16777217")
+            .unwrap_err()
+            .0;
+        let message = "ping_body_limit: must be at most 16777216 (16 MiB), got 16777217";
+        assert!(e.iter().any(|m| m == message), "{e:?}");
+        assert!(Config::from_toml("ping_body_limit = 16777216").is_ok());
     }
 
     #[test]

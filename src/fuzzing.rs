@@ -5,7 +5,9 @@
 //! committed corpus and every input that once failed through the same code.
 //!
 //! Not part of the product's API: hidden from the docs, kept in the library
-//! only so that the fuzz crate and an ordinary `cargo test` share it.
+//! only so that the fuzz crate and an ordinary `cargo test` share it. Its
+//! in-process [`Server`] also lets `tests/no_api_keys.rs` send requests from
+//! an address that is not loopback, which no loopback socket can.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -380,6 +382,12 @@ impl Server {
     /// the checks `backup` (interval) and `nightly` (cron, active hours)
     /// from its config file, and `api-check` created through the API.
     pub fn start() -> Server {
+        Self::start_with(SERVER_CONFIG)
+    }
+
+    /// A fresh server with the configuration `config` (TOML, without
+    /// `database_url`) and `api-check` created through the API from loopback.
+    pub fn start_with(config: &str) -> Server {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -391,7 +399,7 @@ impl Server {
         ));
         std::fs::create_dir_all(&dir).expect("a temp dir for the fuzz server");
         let text = format!(
-            "database_url = \"sqlite://{}\"\n{SERVER_CONFIG}",
+            "database_url = \"sqlite://{}\"\n{config}",
             dir.join("overdue.db").display()
         );
         let config = Config::from_toml(&text).expect("the fuzz server's config is valid");
@@ -434,18 +442,26 @@ impl Server {
         if let Some(ct) = content_type {
             request = request.header(header::CONTENT_TYPE, ct);
         }
-        let Ok(mut request) = request.body(Body::from(body)) else {
+        let Ok(request) = request.body(Body::from(body)) else {
             return 400;
         };
-        request
-            .extensions_mut()
-            .insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40000))));
+        self.send_from(SocketAddr::from(([127, 0, 0, 1], 40000)), request)
+            .0
+    }
+
+    /// Sends `request` as if from `peer` (the address the accept loop gives
+    /// the router); its status and body, once read.
+    pub fn send_from(&self, peer: SocketAddr, mut request: Request<Body>) -> (u16, Vec<u8>) {
+        request.extensions_mut().insert(ConnectInfo(peer));
         let router = self.router.clone();
         self.rt.block_on(async move {
             let response = router.oneshot(request).await.unwrap_or_else(|e| match e {});
             let status = response.status().as_u16();
-            let _ = response.into_body().collect().await;
-            status
+            let body = response.into_body().collect().await;
+            (
+                status,
+                body.map(|b| b.to_bytes().to_vec()).unwrap_or_default(),
+            )
         })
     }
 }

@@ -166,3 +166,164 @@ async fn readiness_reports_the_database() {
     assert_eq!(r.text().await.unwrap(), "ready");
     s.stop().await;
 }
+
+/// `/readyz` follows the database (PostgreSQL): 503 while it cannot be
+/// reached, 200 again once it can, in the same process. The database is
+/// reached through a TCP gate that the test closes (connections cut, new
+/// ones refused, as when its host goes away) and opens again.
+///
+/// SQLite is a file the process holds open: its readiness query never
+/// leaves the process, so it has no "unreachable" state to test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_a_postgres_outage() {
+    use common::gate::{Mode, Protocol, TcpGate};
+    if !common::postgres_available("readiness_follows_a_postgres_outage") {
+        return;
+    }
+    let mut db = TestDb::new(Backend::Postgres).await;
+    // postgres://user@host:port/db: the gate stands in for host:port.
+    let (scheme, rest) = db.url.split_once("://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
+    let (user, host_port) = match authority.rsplit_once('@') {
+        Some((u, h)) => (format!("{u}@"), h.to_string()),
+        None => (String::new(), authority.to_string()),
+    };
+    let host_port = if host_port.contains(':') {
+        host_port
+    } else {
+        format!("{host_port}:5432")
+    };
+    let target = tokio::net::lookup_host(&host_port)
+        .await
+        .unwrap()
+        .find(|a| a.ip().is_loopback())
+        .unwrap_or_else(|| panic!("PostgreSQL at {host_port} is not on loopback"));
+    let gate = TcpGate::start(target, Protocol::Http, Mode::Open).await;
+    db.url = format!("{scheme}://{user}127.0.0.1:{}/{path}", gate.port());
+    let s = TestServer::start_on(db, "").await;
+    let readyz = || async {
+        let r = s.client.get(s.url("/readyz")).send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    assert_eq!(readyz().await, (200, "ready".to_string()));
+
+    gate.set(Mode::Closed).await;
+    assert_eq!(readyz().await, (503, "database unavailable".to_string()));
+    // The process itself is alive.
+    let r = s.client.get(s.url("/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+
+    gate.set(Mode::Open).await;
+    assert_eq!(readyz().await, (200, "ready".to_string()));
+    s.stop().await;
+}
+
+/// `sqlite_synchronous = "full"` is in force on the connections that commit
+/// pings: SQLite in WAL mode syncs the WAL at every commit with FULL, and
+/// only at checkpoints with NORMAL (the default). PRAGMA synchronous is a
+/// setting of each connection, not of the file, and the store lends none of
+/// its connections, so the test counts the real binary's syncs with strace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_synchronous_full_syncs_the_wal_at_every_commit() {
+    const PINGS: usize = 30;
+    if !strace_works() {
+        return;
+    }
+    let normal = wal_syncs("normal", PINGS).await;
+    let full = wal_syncs("full", PINGS).await;
+    eprintln!("WAL syncs over a run with {PINGS} pings: {full} with FULL, {normal} with NORMAL");
+    assert!(
+        full >= PINGS,
+        "FULL: {full} syncs of the WAL for {PINGS} pings committed one by one"
+    );
+    assert!(
+        normal < PINGS / 2,
+        "NORMAL: {normal} syncs of the WAL over a run with {PINGS} pings (checkpoints only)"
+    );
+}
+
+/// Whether strace is installed and may trace its own child here (a
+/// container's seccomp profile may forbid ptrace).
+fn strace_works() -> bool {
+    let test = "the sqlite_synchronous test";
+    if !common::peer_available(test, "strace", "Debian's strace") {
+        return false;
+    }
+    let out = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "true"])
+        .output()
+        .expect("run strace");
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        common::peer_missing(
+            test,
+            &format!("a strace that may trace ({})", said.trim()),
+            "Debian's strace, and ptrace allowed",
+        );
+    }
+    out.status.success()
+}
+
+/// How many times the server synced its WAL file over a whole run (start,
+/// a check created, `pings` pings one after the other, graceful stop) with
+/// `sqlite_synchronous = setting`.
+async fn wal_syncs(setting: &str, pings: usize) -> usize {
+    use std::os::unix::fs::PermissionsExt;
+
+    let db = TestDb::new(Backend::Sqlite).await;
+    let toml = db.config_toml(&format!("sqlite_synchronous = \"{setting}\""));
+    let config = write_config(db.dir.path(), &toml);
+    // strace starts the server as its child: tracing a child needs no
+    // privilege beyond ptrace itself.
+    let trace = db.dir.path().join("syncs.txt");
+    let wrapper = db.dir.path().join("overdue-under-strace");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec strace -f -qq -y -e trace=fsync,fdatasync -e signal=none -o '{}' '{}' \"$@\"\n",
+            trace.display(),
+            env!("CARGO_BIN_EXE_overdue")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut server = ChildServer::spawn_binary(&wrapper, &config);
+    let http = client();
+    let r = http
+        .post(format!("{}/api/v1/checks", server.base))
+        .json(&json!({"slug": "job"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let c: Value = r.json().await.unwrap();
+    let uuid = c["uuid"].as_str().unwrap().to_string();
+    for i in 0..pings {
+        let r = http
+            .get(format!("{}/ping/{uuid}?items={i}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    // Stop the server (strace's child); strace then writes out what it saw
+    // and exits too.
+    let strace = server.child.id();
+    let children = std::fs::read_to_string(format!("/proc/{strace}/task/{strace}/children"))
+        .expect("strace's children");
+    let overdue = children
+        .split_whitespace()
+        .next()
+        .expect("the server under strace");
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", overdue])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let exited = tokio::task::block_in_place(|| server.child.wait()).unwrap();
+    assert!(exited.success(), "{exited}\n{}", server.log());
+    let seen = std::fs::read_to_string(&trace).unwrap();
+    seen.lines()
+        .filter(|l| l.contains("sync(") && l.contains("-wal>"))
+        .count()
+}

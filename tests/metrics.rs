@@ -1,6 +1,7 @@
 //! `/metrics` end to end: the real server, scraped over HTTP; its output is
 //! checked by the real `promtool`, and one test runs the real Prometheus
-//! server against it and waits for a staleness alert to fire and clear.
+//! server with the shipped `alerts/overdue.rules.yml` against it and waits
+//! for its alerts to fire and clear.
 
 mod common;
 
@@ -158,11 +159,7 @@ fn have(program: &str) -> bool {
         .status()
         .is_ok();
     if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but {program} is not installed (Debian package: prometheus)"
-        );
-        eprintln!("skipping: {program} is not installed (apt-get install prometheus)");
+        common::peer_missing(program, program, "Debian's prometheus");
     }
     found
 }
@@ -275,20 +272,30 @@ both_backends!(per_check_series_follow_the_checks, |backend| async move {
         Some(1.0)
     );
 
-    // Deleted in the database (there is no delete API yet): its series go at once.
-    let sql = match backend {
-        Backend::Sqlite => format!(
-            "PRAGMA foreign_keys = ON; DELETE FROM checks WHERE uuid = '{}'",
-            uuid_of(&a)
-        ),
-        Backend::Postgres => format!("DELETE FROM checks WHERE uuid = '{}'", uuid_of(&a)),
-    };
-    s.db.sql(&sql).await;
+    // Deleted through the API: its series are gone from the next scrape.
+    let r = s
+        .client
+        .delete(s.url("/api/v1/checks/backup"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
     let samples = parse(&scrape(&s.base).await);
     assert_eq!(checks_in(&samples), vec![uuid_of(&b)]);
     assert!(samples
         .iter()
         .all(|x| x.labels.get("check").map(String::as_str) != Some("backup")));
+    // The same through healthchecks' v3 API.
+    let r = s
+        .client
+        .delete(s.url(&format!("/api/v3/checks/{}", uuid_of(&b))))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let samples = parse(&scrape(&s.base).await);
+    assert_eq!(checks_in(&samples), Vec::<String>::new());
+    assert!(samples.iter().all(|x| !x.labels.contains_key("check")));
     s.stop().await;
 });
 
@@ -663,12 +670,12 @@ impl Drop for Prometheus {
 }
 
 impl Prometheus {
-    /// Starts Prometheus scraping `target` (host:port) every second with these rules.
-    async fn start(dir: &Path, target: &str, rules: &str) -> Prometheus {
-        std::fs::write(dir.join("rules.yml"), rules).unwrap();
+    /// Starts Prometheus scraping `target` (host:port) as job `overdue`
+    /// every second, evaluating the rules in `rule_file` every second.
+    async fn start(dir: &Path, target: &str, rule_file: &Path) -> Prometheus {
         let config = format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: overdue\n    static_configs:\n      - targets: ['{target}']\n",
-            dir.join("rules.yml").display()
+            rule_file.display()
         );
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
         // A free port: the kernel's choice, released just before Prometheus binds it.
@@ -714,8 +721,9 @@ impl Prometheus {
         p
     }
 
-    /// The states of the active alerts named `name` for this check.
-    async fn alert_states(&self, name: &str, check: &str) -> Vec<String> {
+    /// The active alerts: (alert name, check label or "", state), and each
+    /// alert's JSON.
+    async fn alerts(&self) -> Vec<(String, String, String, Value)> {
         let v: Value = client()
             .get(format!("{}/api/v1/alerts", self.base))
             .send()
@@ -728,65 +736,133 @@ impl Prometheus {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|a| a["labels"]["alertname"] == name && a["labels"]["check"] == check)
-            .map(|a| a["state"].as_str().unwrap().to_string())
+            .map(|a| {
+                let label = |k: &str| a["labels"][k].as_str().unwrap_or("").to_string();
+                (
+                    label("alertname"),
+                    label("check"),
+                    a["state"].as_str().unwrap().to_string(),
+                    a.clone(),
+                )
+            })
             .collect()
+    }
+
+    /// Waits until `done` holds for the active alerts, for at most `limit`.
+    async fn wait_for(
+        &self,
+        what: &str,
+        limit: Duration,
+        done: impl Fn(&[(String, String, String, Value)]) -> bool,
+    ) -> Vec<(String, String, String, Value)> {
+        let start = Instant::now();
+        loop {
+            let alerts = self.alerts().await;
+            if done(&alerts) {
+                return alerts;
+            }
+            let seen: Vec<_> = alerts.iter().map(|a| (&a.0, &a.1, &a.2)).collect();
+            assert!(
+                start.elapsed() < limit,
+                "{what}: not within {limit:?}; active: {seen:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
 }
 
+/// Whether `alerts` has `name` for `check` in `state`.
+fn has(alerts: &[(String, String, String, Value)], name: &str, check: &str, state: &str) -> bool {
+    alerts
+        .iter()
+        .any(|a| a.0 == name && a.1 == check && a.2 == state)
+}
+
+/// The shipped rules, `alerts/overdue.rules.yml` as it is, loaded by a real
+/// Prometheus scraping the real server: a failed check fires
+/// `OverdueCheckFailed` (its `for` is 1m, so this test takes a minute), a
+/// silent one makes `OverdueCheckStale` pending (its `for` is 2m), nothing
+/// else fires on a healthy server, and both clear once the jobs ping again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prometheus_fires_a_staleness_alert_and_clears_it_after_a_ping() {
+async fn prometheus_fires_the_shipped_alerts_and_clears_them_after_pings() {
     if !have("prometheus") {
         return;
     }
     let s = TestServer::start(Backend::Sqlite, "").await;
     // Down after 2 s without a ping (interval 1 s, grace one interval).
-    let c = s
+    let fast = s
         .create_check(json!({"slug": "fast", "interval": "1s"}))
         .await;
-    let ping = s.url(&format!("/ping/{}", uuid_of(&c)));
-    assert_eq!(client().get(&ping).send().await.unwrap().status(), 200);
+    let fast = s.url(&format!("/ping/{}", uuid_of(&fast)));
+    let broken = s
+        .create_check(json!({"slug": "broken", "interval": "1h"}))
+        .await;
+    let broken = s.url(&format!("/ping/{}", uuid_of(&broken)));
+    let http = client();
+    assert_eq!(http.get(&fast).send().await.unwrap().status(), 200);
+    assert_eq!(
+        http.get(format!("{broken}/fail"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
 
     let dir = tempfile::tempdir().unwrap();
-    let rules = "groups:\n  - name: overdue-test\n    rules:\n      - alert: CheckStale\n        expr: overdue_check_staleness_seconds >= overdue_check_down_after_seconds and overdue_check_active == 1\n";
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("alerts/overdue.rules.yml");
     let target = s.base.trim_start_matches("http://");
-    let prom = Prometheus::start(dir.path(), target, rules).await;
+    let prom = Prometheus::start(dir.path(), target, &rules).await;
 
-    // No more pings: the check goes stale and the alert fires.
-    let start = Instant::now();
-    while !prom
-        .alert_states("CheckStale", "fast")
-        .await
-        .contains(&"firing".to_string())
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the staleness alert never fired"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    // No more pings to "fast": it goes stale; "broken" stays failed.
+    let alerts = prom
+        .wait_for(
+            "OverdueCheckFailed firing and OverdueCheckStale pending",
+            Duration::from_secs(150),
+            |a| {
+                has(a, "OverdueCheckFailed", "broken", "firing")
+                    && (has(a, "OverdueCheckStale", "fast", "pending")
+                        || has(a, "OverdueCheckStale", "fast", "firing"))
+            },
+        )
+        .await;
+    let failed = alerts
+        .iter()
+        .find(|a| a.0 == "OverdueCheckFailed")
+        .map(|a| &a.3)
+        .unwrap();
+    assert_eq!(failed["labels"]["severity"], "page", "{failed}");
+    assert_eq!(failed["labels"]["job"], "overdue", "{failed}");
+    assert_eq!(
+        failed["annotations"]["summary"], "Check broken is down: its last run failed or timed out",
+        "{failed}"
+    );
+    // On a healthy server the shipped rules raise nothing else: not the
+    // watchdog, leader or delivery alerts, and only these two checks.
+    let names: Vec<(&str, &str)> = alerts
+        .iter()
+        .map(|a| (a.0.as_str(), a.1.as_str()))
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
 
-    // The job pings again (and keeps pinging, as a live job would): it clears.
+    // The jobs check in again (and "fast" keeps pinging, as a live job would):
+    // every alert clears.
+    assert_eq!(http.get(&broken).send().await.unwrap().status(), 200);
     let stop = CancellationToken::new();
     let pinger = {
         let stop = stop.clone();
-        let ping = ping.clone();
         tokio::spawn(async move {
             let http = client();
             while !stop.is_cancelled() {
-                assert_eq!(http.get(&ping).send().await.unwrap().status(), 200);
+                assert_eq!(http.get(&fast).send().await.unwrap().status(), 200);
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
         })
     };
-    let start = Instant::now();
-    while !prom.alert_states("CheckStale", "fast").await.is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the staleness alert never cleared"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    prom.wait_for("every alert cleared", Duration::from_secs(60), |a| {
+        a.is_empty()
+    })
+    .await;
     stop.cancel();
     pinger.await.unwrap();
     drop(prom);

@@ -9,22 +9,20 @@ use axum::extract::{ConnectInfo, Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
+use hyper::body::Body as _;
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
 use super::auth::client_ip;
 use super::rate_limit::{retry_after_secs, KeyedLimiter};
 use super::AppState;
+use crate::config::MAX_PING_BODY;
 use crate::domain::check::CheckSpec;
 use crate::domain::fold::Ping;
 use crate::domain::ping::PingKind;
 use crate::ingest::IngestError;
 use crate::metrics::{Metrics, Rejected};
 use crate::store::{CheckSource, StoreError};
-
-/// After the stored part of a body, how much more is read and thrown away so
-/// that the client sees our answer instead of a reset connection.
-const BODY_DRAIN_LIMIT: usize = 1 << 20;
 
 /// What the URL asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +43,7 @@ enum Target<'a> {
 enum Rejection {
     NotFound,
     BadRequest(&'static str),
+    TooLarge,
 }
 
 struct Query {
@@ -61,7 +60,27 @@ pub async fn ping(
     headers: HeaderMap,
     Path(path): Path<String>,
     RawQuery(query): RawQuery,
-    body: Body,
+    mut body: Body,
+) -> Response {
+    let response = answer(state, peer, method, headers, path, query, &mut body).await;
+    // A ping rejected before its body was read: read the rest anyway, so that
+    // the client reads this answer instead of a reset connection. A GET (no
+    // body) ends here at once.
+    if !body.is_end_stream() {
+        let _ = read_body(&mut body, 0).await;
+    }
+    response
+}
+
+/// The answer to a ping; [`ping`] reads whatever this left of the body.
+async fn answer(
+    state: AppState,
+    peer: SocketAddr,
+    method: Method,
+    headers: HeaderMap,
+    path: String,
+    query: Option<String>,
+    body: &mut Body,
 ) -> Response {
     let limit = state.config.ping_body_limit;
     let client = client_ip(peer, &headers, &state.config.trusted_proxies);
@@ -123,12 +142,16 @@ pub async fn ping(
     // A body cut off (stalled past the read timeout, or a broken chunked
     // encoding) is not a ping: storing it would acknowledge a request the
     // client is told failed, and its retry would be counted twice.
-    let Some(body) = read_body(body, limit).await else {
-        return reject(
-            &state.metrics,
-            Rejection::BadRequest("the request body could not be read"),
-            limit,
-        );
+    let body = match read_body(body, limit).await {
+        Ok(kept) => kept,
+        Err(BodyError::Unreadable) => {
+            return reject(
+                &state.metrics,
+                Rejection::BadRequest("the request body could not be read"),
+                limit,
+            )
+        }
+        Err(BodyError::TooLarge) => return reject(&state.metrics, Rejection::TooLarge, limit),
     };
     let user_agent = headers
         .get(header::USER_AGENT)
@@ -290,26 +313,39 @@ fn parse_query(query: Option<&str>) -> Result<Query, Rejection> {
     Ok(q)
 }
 
-/// Reads the first `limit` bytes of the body; the rest (up to a bound) is read
-/// and discarded, so that a client sending more still gets its answer.
-/// `None` when the body could not be read to its end (or to the bound).
-async fn read_body(mut body: Body, limit: usize) -> Option<Vec<u8>> {
+/// Why a ping's body is not stored.
+enum BodyError {
+    /// Cut off: stalled past the read timeout, or a broken chunked encoding.
+    Unreadable,
+    /// Longer than [`MAX_PING_BODY`] (read to its end all the same).
+    TooLarge,
+}
+
+/// Reads the body to its end and keeps its first `limit` bytes. The rest is
+/// read and thrown away, not left unread: a client that writes its whole body
+/// before reading the answer (Python's urllib, requests) would otherwise see
+/// a reset connection and retry a ping that was stored. A body longer than
+/// [`MAX_PING_BODY`] is read to its end too (within the server's body time
+/// limit), so that its client reads the 413.
+async fn read_body(body: &mut Body, limit: usize) -> Result<Vec<u8>, BodyError> {
     let mut kept = Vec::new();
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
-        let Ok(frame) = frame else { return None };
+        let Ok(frame) = frame else {
+            return Err(BodyError::Unreadable);
+        };
         if let Ok(data) = frame.into_data() {
             if kept.len() < limit {
                 let take = (limit - kept.len()).min(data.len());
                 kept.extend_from_slice(&data[..take]);
             }
-            seen += data.len();
-            if seen > limit + BODY_DRAIN_LIMIT {
-                break;
-            }
+            seen = seen.saturating_add(data.len());
         }
     }
-    Some(kept)
+    if seen > MAX_PING_BODY {
+        return Err(BodyError::TooLarge);
+    }
+    Ok(kept)
 }
 
 fn respond(status: StatusCode, text: &'static str, limit: usize) -> Response {
@@ -331,10 +367,17 @@ fn reject(metrics: &Metrics, r: Rejection, limit: usize) -> Response {
     metrics.ping_rejected(match r {
         Rejection::NotFound => Rejected::NotFound,
         Rejection::BadRequest(_) => Rejected::BadRequest,
+        Rejection::TooLarge => Rejected::TooLarge,
     });
     match r {
         Rejection::NotFound => respond(StatusCode::NOT_FOUND, "not found", limit),
         Rejection::BadRequest(why) => respond(StatusCode::BAD_REQUEST, why, limit),
+        Rejection::TooLarge => respond(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "ping body too large: at most 16777216 bytes (16 MiB) are accepted; \
+             nothing was stored",
+            limit,
+        ),
     }
 }
 

@@ -21,6 +21,8 @@ pub enum Rejected {
     NotFound,
     /// 400: a malformed URL or query.
     BadRequest,
+    /// 413: a body longer than 16 MiB.
+    TooLarge,
     /// 503: the ping could not be stored.
     Unavailable,
     /// 429: over `[rate_limit] per_check`.
@@ -35,6 +37,7 @@ impl Rejected {
         match self {
             Rejected::NotFound => "not_found",
             Rejected::BadRequest => "bad_request",
+            Rejected::TooLarge => "too_large",
             Rejected::Unavailable => "unavailable",
             Rejected::RateLimitCheck => "rate_limit_check",
             Rejected::RateLimitAddress => "rate_limit_address",
@@ -144,6 +147,7 @@ impl Metrics {
         for r in [
             Rejected::NotFound,
             Rejected::BadRequest,
+            Rejected::TooLarge,
             Rejected::Unavailable,
             Rejected::RateLimitCheck,
             Rejected::RateLimitAddress,

@@ -69,6 +69,40 @@ pub fn postgres_available(test: &str) -> bool {
     false
 }
 
+/// A program or library a test talks to is missing. Under `CI` that is a
+/// failure naming the package that provides it (a skipped test must not look
+/// like a passing one); elsewhere the test is skipped with a note.
+#[track_caller]
+pub fn peer_missing(test: &str, what: &str, package: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but {what} is missing (install {package})"
+    );
+    eprintln!("skipping {test}: {what} is missing (install {package})");
+}
+
+/// Where `program` is: a path as given, or a name found on `PATH`.
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return path.is_file().then_some(path);
+    }
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|p| p.join(program))
+        .find(|p| p.is_file())
+}
+
+/// Whether `program` is installed; when it is not, [`peer_missing`].
+#[track_caller]
+pub fn peer_available(test: &str, program: &str, package: &str) -> bool {
+    let found = find_program(program).is_some();
+    if !found {
+        peer_missing(test, program, package);
+    }
+    found
+}
+
 /// A database of its own for one test; dropped (PostgreSQL) or deleted (SQLite) after.
 pub struct TestDb {
     pub url: String,
