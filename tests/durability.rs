@@ -242,6 +242,28 @@ async fn sqlite_synchronous_full_syncs_the_wal_at_every_commit() {
     );
 }
 
+/// The same setting read back: every connection the SQLite store commits on
+/// (the pool's and the ping writer's) has `PRAGMA synchronous` as configured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_synchronous_is_read_back_from_every_connection_that_commits() {
+    for (setting, pragma) in [("full", 2), ("normal", 1)] {
+        let db = TestDb::new(Backend::Sqlite).await;
+        let config = overdue::config::Config::from_toml(
+            &db.config_toml(&format!("sqlite_synchronous = \"{setting}\"")),
+        )
+        .unwrap();
+        let store =
+            overdue::store::sqlite::SqliteStore::connect(&db.url, config.sqlite_synchronous)
+                .await
+                .unwrap();
+        assert_eq!(
+            store.synchronous().await.unwrap(),
+            vec![pragma, pragma],
+            "{setting}"
+        );
+    }
+}
+
 /// Whether strace is installed and may trace its own child here (a
 /// container's seccomp profile may forbid ptrace).
 fn strace_works() -> bool {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::config::{Config, SqliteSynchronous};
+use crate::config::Config;
 use crate::domain::check::{Check, CheckSpec, Methods, Schedule, WindowInput};
 use crate::domain::fold::{apply_pending, FoldCheck, Ping, PingRecord, RunRecord, StoredPing};
 use crate::domain::ping::{OpenRun, PingKind, Summary, Thresholds, UnixMs};
@@ -954,14 +954,6 @@ pub(crate) fn check_ref((id, uuid, slug): (i64, String, Option<String>)) -> Opti
         uuid: Uuid::parse_str(&uuid).ok()?,
         slug,
     })
-}
-
-/// The store's SQLite options, for both the store and tests.
-pub fn sqlite_synchronous_pragma(s: SqliteSynchronous) -> &'static str {
-    match s {
-        SqliteSynchronous::Normal => "NORMAL",
-        SqliteSynchronous::Full => "FULL",
-    }
 }
 
 #[cfg(test)]

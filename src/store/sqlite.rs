@@ -639,6 +639,21 @@ impl Store for SqliteStore {
 }
 
 impl SqliteStore {
+    /// `PRAGMA synchronous` as each connection that commits sees it: a
+    /// connection of the pool (the API's writes) and the ping writer's
+    /// (1 is NORMAL, 2 is FULL), so that `sqlite_synchronous` can be seen to
+    /// be in force.
+    pub async fn synchronous(&self) -> Result<Vec<i64>, StoreError> {
+        let pool: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&self.pool)
+            .await?;
+        let mut w = self.writer.lock().await;
+        let writer: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut w.conn)
+            .await?;
+        Ok(vec![pool, writer])
+    }
+
     async fn check_by_id(&self, id: i64) -> Result<Check, StoreError> {
         let mut tx = self.read_snapshot().await?;
         let mut check = folded_check_on(&mut tx, id).await?;
