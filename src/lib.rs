@@ -19,6 +19,8 @@ pub mod config;
 pub mod domain;
 pub mod evaluator;
 pub mod explain;
+/// Drivers for the fuzz targets (fuzz/) and tests: only with the `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;
