@@ -18,6 +18,12 @@ use tokio_util::sync::CancellationToken;
 
 pub const PING_KEY: &str = "test-ping-key";
 
+/// How long a test waits for something that must happen before it calls it
+/// a hang. A hang guard, never a service level: tests assert order,
+/// exactly-once and the instants stored, and how fast things happen is
+/// measured by the scripts in bench/ (BENCHMARKS.md).
+pub const HANG_GUARD: Duration = Duration::from_secs(60);
+
 /// Which database a test runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
