@@ -348,9 +348,9 @@ impl TestServer {
     pub async fn stop(mut self) -> TestDb {
         self.shutdown.cancel();
         if let Some(task) = self.task.take() {
-            tokio::time::timeout(overdue::app::TEST_SHUTDOWN, task)
+            tokio::time::timeout(HANG_GUARD, task)
                 .await
-                .expect("server stops in time")
+                .expect("hang guard: the server did not stop")
                 .expect("server task")
                 .expect("server ran without error");
         }
