@@ -17,7 +17,8 @@ use overdue::notify::receiver::{http_client, Receiver, ReceiverInput, SendContex
 use serde_json::Value;
 use sha2::Sha256;
 
-const WAIT: Duration = Duration::from_secs(10);
+/// A hang guard, not a service level (see [`common::HANG_GUARD`]).
+const WAIT: Duration = common::HANG_GUARD;
 
 fn receiver(toml_text: &str) -> Receiver {
     let input: ReceiverInput = toml::from_str(toml_text).expect("receiver TOML");
@@ -589,21 +590,25 @@ async fn webhook_429_with_retry_after_seconds() {
 #[tokio::test]
 async fn webhook_503_with_retry_after_date() {
     let sink = WebhookSink::start().await;
-    let when = std::time::SystemTime::now() + Duration::from_secs(120);
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(120));
     sink.push(Behaviour::StatusWithHeaders(
         503,
-        vec![("Retry-After".into(), httpdate::fmt_http_date(when))],
+        vec![("Retry-After".into(), date.clone())],
     ));
+    let before = std::time::SystemTime::now();
     let (_, retry_after) = expect_recoverable(
         webhook_at(&sink, "/hook")
             .send(&ctx(), &mixed_message())
             .await,
     );
+    let after = std::time::SystemTime::now();
     let retry_after = retry_after.expect("Retry-After understood");
-    // The date has whole seconds; the request took some time.
+    // The wait runs until the date (whole seconds), from when the answer came.
+    let when = httpdate::parse_http_date(&date).unwrap();
     assert!(
-        retry_after > Duration::from_secs(100) && retry_after <= Duration::from_secs(120),
-        "{retry_after:?}"
+        when.duration_since(after).unwrap() <= retry_after
+            && retry_after <= when.duration_since(before).unwrap(),
+        "{retry_after:?} until {date}"
     );
 }
 
@@ -830,9 +835,11 @@ async fn alertmanager_receives_firing_then_resolved_alerts() {
         alert(AlertStatus::Firing, "nightly-backup", "Nightly backup"),
         alert(AlertStatus::Firing, "hot-topics-poll", "Hot topics poller"),
     ];
+    let before = Utc::now();
     r.send(&ctx(), &message(firing.clone()))
         .await
         .expect("alerts accepted");
+    let after = Utc::now();
 
     // Alertmanager stores the alerts at once and marks them active when its
     // dispatcher has seen them.
@@ -874,10 +881,12 @@ async fn alertmanager_receives_firing_then_resolved_alerts() {
     assert_eq!(starts, firing[0].starts_at);
     // Firing alerts expire only if overdue stops refreshing: 4 × 1m ahead.
     let ends: DateTime<Utc> = a["endsAt"].as_str().unwrap().parse().unwrap();
-    let ahead = ends - Utc::now();
+    // Alertmanager keeps milliseconds.
+    let lifetime = chrono::Duration::minutes(4);
+    let before = chrono::SubsecRound::trunc_subsecs(before, 3);
     assert!(
-        ahead > chrono::Duration::minutes(3) && ahead <= chrono::Duration::minutes(4),
-        "endsAt {ends} is {ahead} ahead"
+        before + lifetime <= ends && ends <= after + lifetime,
+        "endsAt {ends}, sent between {before} and {after}"
     );
 
     // The same incidents, resolved: their status and reason labels changed.
@@ -934,7 +943,9 @@ async fn alertmanager_body_and_rejection() {
          headers = {{ Authorization = \"Basic abc\" }}",
         sink.url("/am")
     ));
+    let before = Utc::now();
     let e = expect_permanent(r.send(&ctx(), &mixed_message()).await);
+    let after = Utc::now();
     assert_eq!(
         e,
         format!(
@@ -965,11 +976,14 @@ async fn alertmanager_body_and_rejection() {
         assert_eq!(a["labels"]["alertname"], "OverdueCheck");
     }
     let ends: DateTime<Utc> = alerts[0]["endsAt"].as_str().unwrap().parse().unwrap();
-    let ahead = ends - Utc::now();
+    let lifetime = chrono::Duration::seconds(120);
     assert!(
-        ahead > chrono::Duration::seconds(100) && ahead <= chrono::Duration::seconds(120),
-        "{ahead}"
+        before + lifetime <= ends && ends <= after + lifetime,
+        "endsAt {ends}, sent between {before} and {after}"
     );
     let ends: DateTime<Utc> = alerts[3]["endsAt"].as_str().unwrap().parse().unwrap();
-    assert!(ends < Utc::now());
+    assert!(
+        ends < before,
+        "a resolved alert ends when it resolved: {ends}"
+    );
 }

@@ -10,7 +10,8 @@ use common::{client, write_config, Backend, ChildServer, TestDb, TestServer, PIN
 use reqwest::Method;
 use serde_json::{json, Value};
 
-const WAIT: Duration = Duration::from_secs(20);
+/// A hang guard, not a service level (see [`common::HANG_GUARD`]).
+const WAIT: Duration = common::HANG_GUARD;
 
 /// Sends a ping with `method` (and `X-Forwarded-For` when given); returns
 /// (status, Retry-After, body).

@@ -614,8 +614,8 @@ mod browser {
         }
 
         /// Waits until the text of `css` satisfies `done`, riding out the
-        /// errors of a page being replaced under the lookup; panics after
-        /// 15 s with the last text or error seen.
+        /// errors of a page being replaced under the lookup; panics at the
+        /// hang guard with the last text or error seen.
         pub async fn wait_for_text(&self, css: &str, done: impl Fn(&str) -> bool) -> String {
             let start = std::time::Instant::now();
             loop {
@@ -625,8 +625,8 @@ mod browser {
                     Err(e) => e.to_string(),
                 };
                 assert!(
-                    start.elapsed() < std::time::Duration::from_secs(15),
-                    "{css}: still {last}"
+                    start.elapsed() < crate::common::HANG_GUARD,
+                    "hang guard: {css}: still {last}"
                 );
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
@@ -671,7 +671,7 @@ mod browser {
         }
 
         /// Waits until the page is `want` (a click's navigation may still
-        /// be under way when WebDriver answers); panics after 15 s.
+        /// be under way when WebDriver answers); panics at the hang guard.
         pub async fn wait_for_url(&self, want: &str) {
             let start = std::time::Instant::now();
             loop {
@@ -680,8 +680,8 @@ mod browser {
                     return;
                 }
                 assert!(
-                    start.elapsed() < std::time::Duration::from_secs(15),
-                    "still at {got}, expected {want}"
+                    start.elapsed() < crate::common::HANG_GUARD,
+                    "hang guard: still at {got}, expected {want}"
                 );
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::State;
@@ -43,6 +43,9 @@ pub struct Request {
     pub headers: HeaderMap,
     pub body: Vec<u8>,
     pub received: Instant,
+    /// When it was received by the wall clock, in Unix ms: comparable with
+    /// instants the server or the database (on this machine) stored.
+    pub received_ms: i64,
 }
 
 impl Request {
@@ -109,8 +112,8 @@ impl WebhookSink {
         self.state.requests.lock().unwrap().clone()
     }
 
-    /// Waits until at least `n` requests arrived; panics after `timeout`
-    /// listing what did arrive.
+    /// Waits until at least `n` requests arrived; panics after `timeout` (a
+    /// hang guard, see [`super::HANG_GUARD`]) listing what did arrive.
     pub async fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Request> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -128,7 +131,7 @@ impl WebhookSink {
                     })
                     .collect();
                 panic!(
-                    "webhook sink: expected {n} request(s) within {timeout:?}, got {}:\n{}",
+                    "webhook sink: expected {n} request(s), got {} before the {timeout:?} hang guard:\n{}",
                     got.len(),
                     listed.join("\n")
                 );
@@ -142,6 +145,12 @@ impl Drop for WebhookSink {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// A wall-clock instant in Unix ms (floored).
+pub fn unix_ms(t: SystemTime) -> i64 {
+    let since = t.duration_since(UNIX_EPOCH).expect("after 1970");
+    i64::try_from(since.as_millis()).expect("in range")
 }
 
 async fn record(State(state): State<Arc<WebhookState>>, req: axum::extract::Request) -> Response {
@@ -160,6 +169,7 @@ async fn record(State(state): State<Arc<WebhookState>>, req: axum::extract::Requ
         headers: parts.headers,
         body,
         received: Instant::now(),
+        received_ms: unix_ms(SystemTime::now()),
     });
     let behaviour = state.script.lock().unwrap().pop_front();
     let (status, headers) = match behaviour {
