@@ -402,9 +402,6 @@ pub async fn shutdown_signal() {
     tracing::info!("shutdown requested");
 }
 
-/// Bounds how long a test waits for the server task to end.
-pub const TEST_SHUTDOWN: Duration = Duration::from_secs(10);
-
 #[cfg(test)]
 mod tests {
     use super::sqlite_path;
