@@ -8,16 +8,19 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::config::Config;
-use crate::domain::check::{Check, CheckSpec};
-use crate::domain::fold::{Ping, PingRecord, RunRecord};
+use crate::domain::check::CheckSpec;
+use crate::domain::fold::Ping;
 use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::{Reason, Status};
 
+pub mod checks; // checks and their history: the SQL both backends share, written once
+mod dialect; // what each backend does its own way, for the code both share
 pub mod keys; // API keys (their hashes)
 pub mod lease; // the leader lease and the fencing of leader-only writes
 pub mod metrics; // what a metrics scrape reads
 pub mod notify; // the notification outbox, delivery attempts, silences
 pub mod postgres; // the PostgreSQL backend: its dialect work, one concern a file
+pub mod replicas; // health, heartbeats and unobserved spans: SQL both backends share
 pub mod retention; // what retention deletes
 mod rows; // rows as both backends read them, and their conversion to domain types
 pub mod sqlite; // the SQLite backend: its dialect work, one concern a file
@@ -237,7 +240,9 @@ pub(crate) fn quiet_detail(entering: bool) -> &'static str {
 /// The storage operations the server needs.
 #[async_trait]
 pub trait Store:
-    notify::NotifyStore
+    checks::CheckStore
+    + replicas::ReplicaStore
+    + notify::NotifyStore
     + lease::LeaseStore
     + metrics::MetricsStore
     + keys::KeyStore
@@ -246,29 +251,19 @@ pub trait Store:
     + Sync
     + 'static
 {
-    /// Succeeds when the database answers.
-    async fn health(&self) -> Result<(), StoreError>;
     /// True when other processes may write to the same database (PostgreSQL).
-    fn shared(&self) -> bool;
-    /// How many ping batches may be appended at once.
-    fn append_concurrency(&self) -> usize;
-    /// Creates a check; `Conflict` when its uuid or slug is taken.
-    async fn create_check(
-        &self,
-        spec: &CheckSpec,
-        source: CheckSource,
-        now: UnixMs,
-    ) -> Result<Check, StoreError>;
-    /// One check by uuid.
-    async fn check_by_uuid(&self, uuid: Uuid) -> Result<Check, StoreError>;
-    /// Every check, oldest first.
-    async fn list_checks(&self) -> Result<Vec<Check>, StoreError>;
-    /// The routing entry of a check by uuid, if it exists.
-    async fn check_ref_by_uuid(&self, uuid: Uuid) -> Result<Option<CheckRef>, StoreError>;
-    /// The routing entry of a check by slug, if it exists.
-    async fn check_ref_by_slug(&self, slug: &str) -> Result<Option<CheckRef>, StoreError>;
-    /// Every routing entry, to warm the ping path's cache at start-up.
-    async fn all_check_refs(&self) -> Result<Vec<CheckRef>, StoreError>;
+    fn shared(&self) -> bool {
+        !self.single_process()
+    }
+    /// How many ping batches may be appended at once. One on both backends:
+    /// SQLite has one writer connection, so batches queue behind each other
+    /// anyway; on PostgreSQL one batch at a time, the next gathering while it
+    /// commits: on the 2-core benchmark machine, 2 or 4 batches in flight
+    /// split the waiting pings into smaller batches, each with its own WAL
+    /// flush, and were 10-25% slower (BENCHMARKS.md).
+    fn append_concurrency(&self) -> usize {
+        1
+    }
     /// Appends a batch of pings in one statement: committed together or not
     /// at all. The ping path's only write. PostgreSQL appends to the inbox;
     /// SQLite folds the batch in memory and appends it to the ping log.
@@ -298,8 +293,6 @@ pub trait Store:
         run_id: i64,
         at: UnixMs,
     ) -> Result<Option<Touched>, StoreError>;
-    /// How many checks exist.
-    async fn check_count(&self) -> Result<usize, StoreError>;
     /// Checks with `id > after`, in id order, for the evaluator.
     async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError>;
     /// One check for the evaluator; `None` if it no longer exists.
@@ -308,65 +301,9 @@ pub trait Store:
     /// in one transaction. Changes of a check deleted since it was evaluated
     /// are dropped: a deleted check has no status to record.
     async fn record_transitions(&self, batch: &[Transition]) -> Result<(), StoreError>;
-    /// Records that `replica` accepts pings at `now`; if no replica did for
-    /// longer than `gap`, records and returns that span as unobserved.
-    async fn heartbeat(
-        &self,
-        replica: &str,
-        started_at: UnixMs,
-        now: UnixMs,
-        gap: i64,
-    ) -> Result<Option<(UnixMs, UnixMs)>, StoreError>;
-    /// Every unobserved span ending after `since`, in order.
-    async fn unobserved_spans(&self, since: UnixMs) -> Result<Vec<(UnixMs, UnixMs)>, StoreError>;
-    /// The newest flips of a check, newest first.
-    async fn list_flips(&self, check_id: i64, limit: u32) -> Result<Vec<FlipRecord>, StoreError>;
-    /// The newest incidents of a check, newest first.
-    async fn list_incidents(
-        &self,
-        check_id: i64,
-        limit: u32,
-    ) -> Result<Vec<IncidentRecord>, StoreError>;
-    /// The newest events of a check, newest first.
-    async fn list_events(&self, check_id: i64, limit: u32) -> Result<Vec<EventRecord>, StoreError>;
-    /// Pauses or resumes a check and returns it as it was right after
-    /// (read-your-writes: pings stored later are not in it); `NotFound` if
-    /// it does not exist. The pings stored before it keep what they did (a
-    /// ping stored before a pause never resumes the check); the ones stored
-    /// after it see the new flag.
-    async fn set_paused(
-        &self,
-        check_id: i64,
-        paused: bool,
-        now: UnixMs,
-    ) -> Result<Check, StoreError>;
-    /// The newest `limit` pings of a check, newest first.
-    async fn list_pings(&self, check_id: i64, limit: u32) -> Result<Vec<PingRecord>, StoreError> {
-        self.list_pings_before(check_id, None, limit).await
-    }
-    /// A page of a check's pings, newest first: those numbered below
-    /// `before` (all when `None`), at most `limit`.
-    async fn list_pings_before(
-        &self,
-        check_id: i64,
-        before: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<PingRecord>, StoreError>;
-    /// Replaces a check's definition (not its uuid, source or state) and
-    /// returns the check as it was right after; `NotFound` if it does not
-    /// exist, `Conflict` when its new slug is taken. As with
-    /// [`Store::set_paused`], the pings stored before it keep what they did.
-    async fn update_check(
-        &self,
-        check_id: i64,
-        spec: &CheckSpec,
-        now: UnixMs,
-    ) -> Result<Check, StoreError>;
     /// Deletes a check with its pings, runs, flips and incidents; `NotFound`
     /// if it does not exist.
     async fn delete_check(&self, check_id: i64) -> Result<(), StoreError>;
-    /// The newest `limit` runs of a check, newest first.
-    async fn list_runs(&self, check_id: i64, limit: u32) -> Result<Vec<RunRecord>, StoreError>;
 }
 
 /// Opens the store the config names and applies pending migrations.

@@ -451,8 +451,8 @@ impl CheckValues {
     }
 }
 
-/// The SQL that inserts a check, identical for both backends but for placeholders.
-pub(crate) fn insert_check_sql(placeholder: fn(usize) -> String) -> String {
+/// The SQL that inserts a check, for both backends.
+pub(crate) fn insert_check_sql() -> String {
     let cols = [
         "uuid",
         "slug",
@@ -476,7 +476,7 @@ pub(crate) fn insert_check_sql(placeholder: fn(usize) -> String) -> String {
         "created_at",
         "updated_at",
     ];
-    let params: Vec<String> = (1..=cols.len()).map(placeholder).collect();
+    let params: Vec<String> = (1..=cols.len()).map(|i| format!("${i}")).collect();
     format!(
         "INSERT INTO checks ({}) VALUES ({}) RETURNING id",
         cols.join(", "),
@@ -507,16 +507,16 @@ const UPDATE_COLUMNS: &[&str] = &[
 ];
 
 /// The SQL that rewrites a check's definition, for both backends.
-pub(crate) fn update_check_sql(placeholder: fn(usize) -> String) -> String {
+pub(crate) fn update_check_sql() -> String {
     let sets: Vec<String> = UPDATE_COLUMNS
         .iter()
         .enumerate()
-        .map(|(i, c)| format!("{c} = {}", placeholder(i + 1)))
+        .map(|(i, c)| format!("{c} = ${}", i + 1))
         .collect();
     format!(
-        "UPDATE checks SET {} WHERE id = {}",
+        "UPDATE checks SET {} WHERE id = ${}",
         sets.join(", "),
-        placeholder(UPDATE_COLUMNS.len() + 1)
+        UPDATE_COLUMNS.len() + 1
     )
 }
 

@@ -94,6 +94,7 @@ mod tests {
     use crate::domain::check::CheckSpec;
     use crate::domain::fold::Ping;
     use crate::domain::ping::PingKind;
+    use crate::store::checks::CheckStore;
     use crate::store::sqlite::SqliteStore;
     use crate::store::{CheckSource, Store};
 

@@ -10,7 +10,7 @@
 //! tail past the last round, and a restart folds it again.
 
 mod checkpoint; // the checkpointer: copies the WAL into the database off the writer's path
-mod reads; // read snapshots, and the pings past the written summaries that reads apply
+mod dialect; // reads in a snapshot with the log's tail applied; check changes under the writer
 mod retention; // trimming the ping log and its index
 mod rounds; // rounds: the summaries, runs and ping index written out in chunks
 mod text; // statements sent as SQL text (a batch of status changes), and their literals
@@ -27,23 +27,16 @@ use sqlx::sqlite::{
 };
 use sqlx::{Connection, SqlitePool};
 use tokio::sync::Mutex;
-use uuid::Uuid;
 
 use self::checkpoint::{checkpointer, AUTOCHECKPOINT_PAGES};
-use self::reads::{by_check, folded_check_on, pending_between, pending_on};
+use self::dialect::pending_between;
 use self::text::transitions_sql;
 use self::writer::{Writer, WRITER_STATEMENTS};
-use super::{
-    bind_check_values, check_ref, insert_check_sql, CheckRef, CheckRow, CheckSource, CheckValues,
-    EvalCheck, EvalRow, EventRecord, FlipRecord, Folded, IncidentRecord, RunRow, Store, StoreError,
-    Touched, Transition, TransitionRows, CHECK_COLUMNS, EVAL_COLUMNS,
-};
+use super::checks::by_check;
+use super::dialect::Dialect as _;
+use super::{EvalCheck, Folded, Store, StoreError, Touched, Transition, TransitionRows};
 use crate::config;
-use crate::domain::check::Check;
-use crate::domain::check::CheckSpec;
-use crate::domain::fold::{
-    apply_pending, apply_pending_runs, merge_runs, Ping, PingRecord, RunRecord, StoredPing,
-};
+use crate::domain::fold::{Ping, StoredPing};
 use crate::domain::ping::UnixMs;
 
 /// The SQLite implementation of [`Store`].
@@ -112,104 +105,6 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
-    fn shared(&self) -> bool {
-        false
-    }
-
-    fn append_concurrency(&self) -> usize {
-        // One writer connection: batches queue behind each other anyway.
-        1
-    }
-
-    async fn health(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
-    async fn create_check(
-        &self,
-        spec: &CheckSpec,
-        source: CheckSource,
-        now: UnixMs,
-    ) -> Result<Check, StoreError> {
-        let v = CheckValues::new(spec, source)?;
-        let mut tx = self.pool.begin().await?;
-        let sql = insert_check_sql(|_| "?".to_string());
-        let (id,): (i64,) = bind_check_values!(sqlx::query_as(&sql), v, now)
-            .fetch_one(&mut *tx)
-            .await?;
-        sqlx::query("INSERT INTO check_state (check_id) VALUES (?)")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        self.check_by_id(id).await
-    }
-
-    async fn check_by_uuid(&self, uuid: Uuid) -> Result<Check, StoreError> {
-        let sql = format!(
-            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
-             WHERE c.uuid = ?"
-        );
-        // One snapshot for the summary and the log's tail, so a round committing
-        // in between can neither hide nor double-count a ping.
-        let mut tx = self.read_snapshot().await?;
-        let row: CheckRow = sqlx::query_as(&sql)
-            .bind(uuid.to_string())
-            .fetch_one(&mut *tx)
-            .await?;
-        let mut check = row.into_check()?;
-        let pending = pending_on(&mut tx, Some(check.id)).await?;
-        tx.commit().await?;
-        apply_pending(&mut check, &pending);
-        Ok(check)
-    }
-
-    async fn list_checks(&self) -> Result<Vec<Check>, StoreError> {
-        let sql = format!(
-            "SELECT {CHECK_COLUMNS} FROM checks c JOIN check_state s ON s.check_id = c.id \
-             ORDER BY c.id"
-        );
-        let mut tx = self.read_snapshot().await?;
-        let rows: Vec<CheckRow> = sqlx::query_as(&sql).fetch_all(&mut *tx).await?;
-        let mut pending = by_check(pending_on(&mut tx, None).await?);
-        tx.commit().await?;
-        rows.into_iter()
-            .map(|r| {
-                let mut check = r.into_check()?;
-                let mine = pending.remove(&check.id).unwrap_or_default();
-                apply_pending(&mut check, &mine);
-                Ok(check)
-            })
-            .collect()
-    }
-
-    async fn check_ref_by_uuid(&self, uuid: Uuid) -> Result<Option<CheckRef>, StoreError> {
-        let row: Option<(i64, String, Option<String>)> =
-            sqlx::query_as("SELECT id, uuid, slug FROM checks WHERE uuid = ?")
-                .bind(uuid.to_string())
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(row.and_then(check_ref))
-    }
-
-    async fn check_ref_by_slug(&self, slug: &str) -> Result<Option<CheckRef>, StoreError> {
-        let row: Option<(i64, String, Option<String>)> =
-            sqlx::query_as("SELECT id, uuid, slug FROM checks WHERE slug = ?")
-                .bind(slug)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(row.and_then(check_ref))
-    }
-
-    async fn all_check_refs(&self) -> Result<Vec<CheckRef>, StoreError> {
-        let rows: Vec<(i64, String, Option<String>)> =
-            sqlx::query_as("SELECT id, uuid, slug FROM checks")
-                .fetch_all(&self.pool)
-                .await?;
-        Ok(rows.into_iter().filter_map(check_ref).collect())
-    }
-
     async fn append_pings(&self, pings: &[Ping]) -> Result<(), StoreError> {
         self.append_owned(pings.to_vec()).await
     }
@@ -274,29 +169,12 @@ impl Store for SqliteStore {
         Ok(Some(touched))
     }
 
-    async fn check_count(&self) -> Result<usize, StoreError> {
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM checks")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(usize::try_from(n).unwrap_or(0))
-    }
-
     async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError> {
-        let sql = format!(
-            "SELECT {CHECK_COLUMNS}, {EVAL_COLUMNS} FROM checks c \
-             JOIN check_state s ON s.check_id = c.id \
-             LEFT JOIN check_status st ON st.check_id = c.id \
-             WHERE c.id > ? ORDER BY c.id LIMIT ?"
-        );
         // With the pings that folds have not written yet, in one snapshot:
         // the evaluator must start from every acknowledged ping (a status
         // recorded before a restart already counts them).
         let mut tx = self.read_snapshot().await?;
-        let rows: Vec<EvalRow> = sqlx::query_as(&sql)
-            .bind(after)
-            .bind(i64::from(limit))
-            .fetch_all(&mut *tx)
-            .await?;
+        let rows = Self::eval_rows(&mut *tx, after, limit).await?;
         let through = rows.last().map_or(after, |r| r.id());
         let mut pending = by_check(pending_between(&mut tx, after, through).await?);
         tx.commit().await?;
@@ -309,19 +187,11 @@ impl Store for SqliteStore {
     }
 
     async fn eval_check(&self, id: i64) -> Result<Option<EvalCheck>, StoreError> {
-        let sql = format!(
-            "SELECT {CHECK_COLUMNS}, {EVAL_COLUMNS} FROM checks c \
-             JOIN check_state s ON s.check_id = c.id \
-             LEFT JOIN check_status st ON st.check_id = c.id WHERE c.id = ?"
-        );
         // With the check's pings that folds have not written yet: the
         // evaluator reloads a check when it changes, and must not lose them.
         let mut tx = self.read_snapshot().await?;
-        let row: Option<EvalRow> = sqlx::query_as(&sql)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let pending = pending_on(&mut tx, Some(id)).await?;
+        let row = Self::eval_row(&mut *tx, id).await?;
+        let pending = Self::pending_on(&mut tx, Some(id)).await?;
         tx.commit().await?;
         Ok(row.map(|r| r.into_eval_with(&pending)).transpose()?)
     }
@@ -366,171 +236,6 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn heartbeat(
-        &self,
-        replica: &str,
-        started_at: UnixMs,
-        now: UnixMs,
-        gap: i64,
-    ) -> Result<Option<(UnixMs, UnixMs)>, StoreError> {
-        // IMMEDIATE: this transaction reads, then writes. A deferred one would
-        // fail at once with "database is locked" when upgrading while another
-        // connection writes, instead of waiting for the busy timeout.
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let (last,): (Option<i64>,) = sqlx::query_as("SELECT MAX(last_beat_at) FROM replicas")
-            .fetch_one(&mut *tx)
-            .await?;
-        let span = last.filter(|l| now - l > gap).map(|l| (l, now));
-        if let Some((start, end)) = span {
-            sqlx::query(
-                "INSERT INTO unobserved (start_at, end_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            )
-            .bind(start)
-            .bind(end)
-            .execute(&mut *tx)
-            .await?;
-        }
-        sqlx::query(
-            "INSERT INTO replicas (id, started_at, last_beat_at) VALUES (?, ?, ?) \
-             ON CONFLICT (id) DO UPDATE SET last_beat_at = excluded.last_beat_at",
-        )
-        .bind(replica)
-        .bind(started_at)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(span)
-    }
-
-    async fn unobserved_spans(&self, since: UnixMs) -> Result<Vec<(UnixMs, UnixMs)>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT start_at, end_at FROM unobserved WHERE end_at > ? ORDER BY start_at",
-        )
-        .bind(since)
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
-    async fn list_flips(&self, check_id: i64, limit: u32) -> Result<Vec<FlipRecord>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT at, old_status, new_status, reason FROM flips WHERE check_id = ? \
-             ORDER BY id DESC LIMIT ?",
-        )
-        .bind(check_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
-    async fn list_incidents(
-        &self,
-        check_id: i64,
-        limit: u32,
-    ) -> Result<Vec<IncidentRecord>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT id, opened_at, status, reason, resolved_at FROM incidents \
-             WHERE check_id = ? ORDER BY id DESC LIMIT ?",
-        )
-        .bind(check_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
-    async fn list_events(&self, check_id: i64, limit: u32) -> Result<Vec<EventRecord>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT at, kind, detail FROM check_events WHERE check_id = ? ORDER BY id DESC LIMIT ?",
-        )
-        .bind(check_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
-    async fn set_paused(
-        &self,
-        check_id: i64,
-        paused: bool,
-        now: UnixMs,
-    ) -> Result<Check, StoreError> {
-        // Under the writer's lock, so the summary cache and the table agree;
-        // the pings stored before it are written first (see `Writer::settle`).
-        let mut w = self.writer.lock().await;
-        w.settle(check_id).await?;
-        let done = sqlx::query("UPDATE checks SET paused = ?, updated_at = ? WHERE id = ?")
-            .bind(paused)
-            .bind(now)
-            .bind(check_id)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
-        if let Some(c) = w.checks.get_mut(&check_id) {
-            c.paused = paused;
-        }
-        // Still holding the writer: no ping is stored in between.
-        self.check_by_id(check_id).await
-    }
-
-    async fn list_pings_before(
-        &self,
-        check_id: i64,
-        before: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<PingRecord>, StoreError> {
-        // Pings the summary does not hold yet first (newest), then the
-        // ones the ping index leads to.
-        let mut tx = self.read_snapshot().await?;
-        let mut check = folded_check_on(&mut tx, check_id).await?;
-        let pending = pending_on(&mut tx, Some(check_id)).await?;
-        let mut out = apply_pending(&mut check, &pending);
-        out.reverse();
-        let before = before.unwrap_or(i64::MAX);
-        out.retain(|p| p.n < before);
-        out.truncate(limit as usize);
-        let rows: Vec<super::PingRow> = sqlx::query_as(
-            "SELECT p.id, p.n, p.at, p.kind, p.exit_status, p.items, p.rid, p.method, \
-             p.remote_addr, p.user_agent, p.scheme, p.body, p.duration_ms \
-             FROM ping_index i JOIN pings p ON p.id = i.id WHERE i.check_id = ?1 AND p.n < ?2 \
-             AND i.id <= (SELECT folded_through FROM check_state WHERE check_id = ?1) \
-             ORDER BY i.id DESC LIMIT ?3",
-        )
-        .bind(check_id)
-        .bind(before)
-        .bind(i64::from(limit) - out.len() as i64)
-        .fetch_all(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        out.extend(rows.into_iter().map(super::PingRow::into_record));
-        Ok(out)
-    }
-
-    async fn update_check(
-        &self,
-        check_id: i64,
-        spec: &CheckSpec,
-        now: UnixMs,
-    ) -> Result<Check, StoreError> {
-        let v = CheckValues::new(spec, CheckSource::Api)?;
-        // Under the writer's lock: the writer caches flags and thresholds.
-        // The pings stored before it keep what they were recorded as.
-        let mut w = self.writer.lock().await;
-        w.settle(check_id).await?;
-        let sql = super::update_check_sql(|_| "?".to_string());
-        let done = super::bind_update_values!(sqlx::query(&sql), v, now, check_id)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
-        // The cached summary may be ahead of the table (folded, not yet
-        // written): keep it, and take the new flags and thresholds.
-        w.refresh_flags(check_id).await?;
-        // Still holding the writer: no ping is stored in between.
-        self.check_by_id(check_id).await
-    }
     async fn delete_check(&self, check_id: i64) -> Result<(), StoreError> {
         let mut w = self.writer.lock().await;
         // The log has no foreign key (a cascade would scan it): its rows
@@ -552,23 +257,6 @@ impl Store for SqliteStore {
             return Err(StoreError::NotFound);
         }
         Ok(())
-    }
-    async fn list_runs(&self, check_id: i64, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
-        let mut tx = self.read_snapshot().await?;
-        let mut check = folded_check_on(&mut tx, check_id).await?;
-        let pending = pending_on(&mut tx, Some(check_id)).await?;
-        let runs: Vec<RunRow> = sqlx::query_as(
-            "SELECT id, rid, started_at, ended_at, outcome, reason, duration_ms, overlapped \
-             FROM runs WHERE check_id = ? ORDER BY id DESC LIMIT ?",
-        )
-        .bind(check_id)
-        .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        let (_, changes) = apply_pending_runs(&mut check, &pending);
-        let runs = runs.into_iter().map(RunRow::into_record).collect();
-        Ok(merge_runs(runs, changes, limit))
     }
 }
 
@@ -631,3 +319,5 @@ impl crate::store::lease::LeaseStore for SqliteStore {
 crate::store::notify::impl_notify_store!(SqliteStore);
 crate::store::metrics::impl_metrics_store!(SqliteStore);
 crate::store::keys::impl_key_store!(SqliteStore);
+crate::store::checks::impl_check_store!(SqliteStore);
+crate::store::replicas::impl_replica_store!(SqliteStore);
