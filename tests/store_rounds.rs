@@ -1,6 +1,6 @@
 //! SQLite folds pings in memory as they are appended to the log, and writes
 //! the summaries and the ping index in rounds sorted by check
-//! (src/store/sqlite.rs): reads, restarts and deletes in the middle of a
+//! (src/store/sqlite/): reads, restarts and deletes in the middle of a
 //! round must see every ping exactly once.
 
 mod common;

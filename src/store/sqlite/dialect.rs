@@ -1,0 +1,112 @@
+//! What SQLite does its own way for the code both backends share: reads see
+//! one WAL snapshot and apply the log's tail that no round has written yet;
+//! a change to a check is made under the writer's lock, after its pings are
+//! written; heartbeats take the write lock up front.
+
+use async_trait::async_trait;
+use sqlx::sqlite::SqliteConnection;
+
+use super::SqliteStore;
+use crate::domain::check::Check;
+use crate::domain::fold::{apply_pending, StoredPing};
+use crate::store::dialect::{Change, CheckChange, Dialect};
+use crate::store::{InboxRow, StoreError, INBOX_COLUMNS};
+
+#[async_trait]
+impl Dialect for SqliteStore {
+    type Db = sqlx::Sqlite;
+
+    /// The ones the ping index leads to, up to the check's written summary.
+    const LOGGED_PINGS: &'static str =
+        "SELECT p.id, p.n, p.at, p.kind, p.exit_status, p.items, p.rid, p.method, \
+         p.remote_addr, p.user_agent, p.scheme, p.body, p.duration_ms \
+         FROM ping_index i JOIN pings p ON p.id = i.id WHERE i.check_id = ?1 AND p.n < ?2 \
+         AND i.id <= (SELECT folded_through FROM check_state WHERE check_id = ?1) \
+         ORDER BY i.id DESC LIMIT ?3";
+
+    /// One process per file: its own heartbeats come in order.
+    const BEAT: &'static str = "INSERT INTO replicas (id, started_at, last_beat_at) \
+         VALUES ($1, $2, $3) \
+         ON CONFLICT (id) DO UPDATE SET last_beat_at = excluded.last_beat_at";
+
+    /// A read transaction: in WAL mode it reads one snapshot throughout.
+    async fn read_snapshot(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
+        Ok(self.pool.begin().await?)
+    }
+
+    /// Pings not yet in the written summary, of one check or of all, oldest first.
+    async fn pending_on(
+        conn: &mut SqliteConnection,
+        check_id: Option<i64>,
+    ) -> Result<Vec<StoredPing>, StoreError> {
+        match check_id {
+            Some(id) => pending_between(conn, id - 1, id).await,
+            None => pending_between(conn, i64::MIN, i64::MAX).await,
+        }
+    }
+
+    /// With the pings the writer appended and a round has yet to write.
+    async fn check_by_id(&self, id: i64) -> Result<Check, StoreError> {
+        let mut tx = self.read_snapshot().await?;
+        let mut check = Self::folded_check_on(&mut *tx, id).await?;
+        let pending = Self::pending_on(&mut tx, Some(id)).await?;
+        tx.commit().await?;
+        apply_pending(&mut check, &pending);
+        Ok(check)
+    }
+
+    async fn change_check(&self, change: CheckChange<'_>) -> Result<Check, StoreError> {
+        let check_id = change.check_id;
+        // Under the writer's lock, so the summary cache and the table agree
+        // (the writer caches flags and thresholds); the pings stored before
+        // it are written first (see `Writer::settle`) and keep what they
+        // were recorded as.
+        let mut w = self.writer.lock().await;
+        w.settle(check_id).await?;
+        if !Self::write_change(&self.pool, &change).await? {
+            return Err(StoreError::NotFound);
+        }
+        match change.what {
+            Change::Paused(paused) => {
+                if let Some(c) = w.checks.get_mut(&check_id) {
+                    c.paused = paused;
+                }
+            }
+            // The cached summary may be ahead of the table (folded, not yet
+            // written): keep it, and take the new flags and thresholds.
+            Change::Definition(_) => w.refresh_flags(check_id).await?,
+        }
+        // Still holding the writer: no ping is stored in between.
+        self.check_by_id(check_id).await
+    }
+
+    /// IMMEDIATE: this transaction reads, then writes. A deferred one would
+    /// fail at once with "database is locked" when upgrading while another
+    /// connection writes, instead of waiting for the busy timeout.
+    async fn begin_beats(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+}
+
+/// Pings of the checks with `after < id <= through` that their written
+/// summaries do not hold yet, oldest first: the log's tail since the last
+/// complete round, past each check's `folded_through` (a round that is half
+/// written has written some checks' summaries already).
+pub(super) async fn pending_between(
+    conn: &mut SqliteConnection,
+    after: i64,
+    through: i64,
+) -> Result<Vec<StoredPing>, StoreError> {
+    let sql = format!(
+        "SELECT {INBOX_COLUMNS} FROM pings p WHERE p.id > (SELECT through FROM ping_rounds) \
+         AND p.check_id > ?1 AND p.check_id <= ?2 \
+         AND p.id > COALESCE((SELECT s.folded_through FROM check_state s \
+         WHERE s.check_id = p.check_id), 0) ORDER BY p.id"
+    );
+    let rows: Vec<InboxRow> = sqlx::query_as(&sql)
+        .bind(after)
+        .bind(through)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(rows.into_iter().map(InboxRow::into_ping).collect())
+}

@@ -1,0 +1,323 @@
+//! The embedded SQLite store (WAL).
+//!
+//! Only one process uses a database file, so the ping writer keeps every
+//! touched check's summary in memory, numbers and folds each batch of pings
+//! there, and appends the batch to the ping log (`pings`, insertion-ordered,
+//! no index by check) in ONE INSERT: sqlx's SQLite driver costs ~60–100 µs per
+//! call, far more than SQLite itself, and every page a ping dirties counts
+//! (see PERF-NOTES.md). Once a second a round writes the summaries, the runs
+//! and the per-check ping index, sorted by check; readers apply the log's
+//! tail past the last round, and a restart folds it again.
+
+mod checkpoint; // the checkpointer: copies the WAL into the database off the writer's path
+mod dialect; // reads in a snapshot with the log's tail applied; check changes under the writer
+mod retention; // trimming the ping log and its index
+mod rounds; // rounds: the summaries, runs and ping index written out in chunks
+mod text; // statements sent as SQL text (a batch of status changes), and their literals
+mod writer; // the ping writer: folds each batch in memory and appends it to the log
+
+use std::collections::HashSet;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use async_trait::async_trait;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Connection, SqlitePool};
+use tokio::sync::Mutex;
+
+use self::checkpoint::{checkpointer, AUTOCHECKPOINT_PAGES};
+use self::dialect::pending_between;
+use self::text::transitions_sql;
+use self::writer::{Writer, WRITER_STATEMENTS};
+use super::checks::by_check;
+use super::dialect::Dialect as _;
+use super::{EvalCheck, Folded, Store, StoreError, Touched, Transition, TransitionRows};
+use crate::config;
+use crate::domain::fold::{Ping, StoredPing};
+use crate::domain::ping::UnixMs;
+
+/// The SQLite implementation of [`Store`].
+pub struct SqliteStore {
+    pool: SqlitePool,
+    writer: std::sync::Arc<Mutex<Writer>>,
+    /// Wakes the checkpointer after the ping writer committed.
+    wrote: std::sync::Arc<tokio::sync::Notify>,
+    /// Ends the checkpointer when the store is dropped.
+    _checkpointer: tokio_util::sync::DropGuard,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database and applies migrations.
+    pub async fn connect(url: &str, sync: config::SqliteSynchronous) -> anyhow::Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .with_context(|| "database_url is not a valid sqlite:// URL")?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(match sync {
+                config::SqliteSynchronous::Normal => SqliteSynchronous::Normal,
+                config::SqliteSynchronous::Full => SqliteSynchronous::Full,
+            })
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true)
+            .pragma("wal_autocheckpoint", AUTOCHECKPOINT_PAGES.to_string());
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.clone())
+            .await
+            .context("cannot open the SQLite database")?;
+        sqlx::migrate!("migrations/sqlite")
+            .run(&pool)
+            .await
+            .context("cannot apply SQLite migrations")?;
+        // Room for every shape of ping INSERT and of round chunk it prepares.
+        let writer_options = options.clone().statement_cache_capacity(WRITER_STATEMENTS);
+        let conn = SqliteConnection::connect_with(&writer_options)
+            .await
+            .context("cannot open the SQLite writer connection")?;
+        let checkpoints = SqliteConnection::connect_with(&options)
+            .await
+            .context("cannot open the SQLite checkpoint connection")?;
+        let mut writer = Writer::new(conn);
+        writer
+            .catch_up()
+            .await
+            .context("cannot bring the ping summaries up to date")?;
+        let writer = std::sync::Arc::new(Mutex::new(writer));
+        let wrote = std::sync::Arc::new(tokio::sync::Notify::new());
+        let stop = tokio_util::sync::CancellationToken::new();
+        tokio::spawn(checkpointer(
+            checkpoints,
+            writer.clone(),
+            wrote.clone(),
+            stop.clone(),
+        ));
+        Ok(SqliteStore {
+            pool,
+            writer,
+            wrote,
+            _checkpointer: stop.drop_guard(),
+        })
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn append_pings(&self, pings: &[Ping]) -> Result<(), StoreError> {
+        self.append_owned(pings.to_vec()).await
+    }
+
+    async fn append_owned(&self, pings: Vec<Ping>) -> Result<(), StoreError> {
+        if pings.is_empty() {
+            return Ok(());
+        }
+        let mut w = self.writer.lock().await;
+        let first = w.next_ping_id;
+        let batch: Vec<StoredPing> = pings
+            .into_iter()
+            .enumerate()
+            .map(|(i, ping)| StoredPing {
+                id: first + i as i64,
+                ping,
+            })
+            .collect();
+        let appended = w.append(&batch, false).await;
+        drop(w);
+        self.wrote.notify_one();
+        appended
+    }
+
+    async fn fold(&self, _limit: usize) -> Result<Folded, StoreError> {
+        // Pings are folded as they are appended; this hands their changes to
+        // the evaluator and writes the next chunk of a round.
+        let folded = self.writer.lock().await.fold().await;
+        if folded.as_ref().is_ok_and(|f| f.writing) {
+            self.wrote.notify_one();
+        }
+        folded
+    }
+
+    async fn flush_folds(&self) -> Result<(), StoreError> {
+        self.writer.lock().await.flush().await
+    }
+
+    async fn time_out_run(
+        &self,
+        check_id: i64,
+        run_id: i64,
+        at: UnixMs,
+    ) -> Result<Option<Touched>, StoreError> {
+        let mut w = self.writer.lock().await;
+        w.load_missing(&[check_id]).await?;
+        let Some(entry) = w.checks.get_mut(&check_id) else {
+            return Ok(None);
+        };
+        let Some(change) = entry.summary.time_out_run(run_id, at) else {
+            return Ok(None);
+        };
+        let touched = Touched {
+            check_id,
+            summary: entry.summary.clone(),
+            paused: entry.paused,
+        };
+        // Written with the next round, like a ping's changes: the summary in
+        // memory may already hold folded pings a round has yet to write. If
+        // the process dies first, the evaluator times the run out again.
+        w.dirty.entry(check_id).or_default().runs.push(change);
+        Ok(Some(touched))
+    }
+
+    async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError> {
+        // With the pings that folds have not written yet, in one snapshot:
+        // the evaluator must start from every acknowledged ping (a status
+        // recorded before a restart already counts them).
+        let mut tx = self.read_snapshot().await?;
+        let rows = Self::eval_rows(&mut *tx, after, limit).await?;
+        let through = rows.last().map_or(after, |r| r.id());
+        let mut pending = by_check(pending_between(&mut tx, after, through).await?);
+        tx.commit().await?;
+        rows.into_iter()
+            .map(|r| {
+                let mine = pending.remove(&r.id()).unwrap_or_default();
+                r.into_eval_with(&mine).map_err(StoreError::Other)
+            })
+            .collect()
+    }
+
+    async fn eval_check(&self, id: i64) -> Result<Option<EvalCheck>, StoreError> {
+        // With the check's pings that folds have not written yet: the
+        // evaluator reloads a check when it changes, and must not lose them.
+        let mut tx = self.read_snapshot().await?;
+        let row = Self::eval_row(&mut *tx, id).await?;
+        let pending = Self::pending_on(&mut tx, Some(id)).await?;
+        tx.commit().await?;
+        Ok(row.map(|r| r.into_eval_with(&pending)).transpose()?)
+    }
+
+    async fn record_transitions(&self, batch: &[Transition]) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // One statement string per batch (see the module comment on sqlx's
+        // per-call cost), built before any lock is taken; inside a sqlx
+        // transaction so a failure rolls back.
+        let all: HashSet<i64> = batch.iter().map(|t| t.check_id).collect();
+        let sql = transitions_sql(&TransitionRows::new(batch, &all));
+        // Under the writer's lock: a check is deleted only under it, so none
+        // can go between the read below and the writes; and the ping writer,
+        // kept out meanwhile, waits on the lock rather than sleeping in
+        // SQLite's busy handler.
+        let _w = self.writer.lock().await;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        // Changes of checks already gone are dropped (they would fail the
+        // whole batch on the foreign keys).
+        let ids: Vec<String> = all.iter().map(i64::to_string).collect();
+        let live: HashSet<i64> = sqlx::query_scalar(&format!(
+            "SELECT id FROM checks WHERE id IN ({})",
+            ids.join(",")
+        ))
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+        let sql = if live.len() == all.len() {
+            sql
+        } else {
+            let rows = TransitionRows::new(batch, &live);
+            if rows.status.is_empty() {
+                return Ok(());
+            }
+            transitions_sql(&rows)
+        };
+        sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(&sql)).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn delete_check(&self, check_id: i64) -> Result<(), StoreError> {
+        let mut w = self.writer.lock().await;
+        // The log has no foreign key (a cascade would scan it): its rows
+        // go first, found through the index and in the tail.
+        let mut tx = self.pool.begin().await?;
+        for sql in [
+            "DELETE FROM pings WHERE id IN (SELECT id FROM ping_index WHERE check_id = ?)",
+            "DELETE FROM pings WHERE id > (SELECT through FROM ping_rounds) AND check_id = ?",
+        ] {
+            sqlx::query(sql).bind(check_id).execute(&mut *tx).await?;
+        }
+        let done = sqlx::query("DELETE FROM checks WHERE id = ?")
+            .bind(check_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        w.forget(check_id);
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+}
+
+impl SqliteStore {
+    /// `PRAGMA synchronous` as each connection that commits sees it: a
+    /// connection of the pool (the API's writes) and the ping writer's
+    /// (1 is NORMAL, 2 is FULL), so that `sqlite_synchronous` can be seen to
+    /// be in force.
+    pub async fn synchronous(&self) -> Result<Vec<i64>, StoreError> {
+        let pool: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&self.pool)
+            .await?;
+        let mut w = self.writer.lock().await;
+        let writer: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut w.conn)
+            .await?;
+        Ok(vec![pool, writer])
+    }
+}
+
+impl SqliteStore {
+    /// A transaction for a leader-only write: one process per file, so it is
+    /// always the leader.
+    pub(crate) async fn begin_fenced(
+        &self,
+    ) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
+        Ok(self.pool.begin().await?)
+    }
+}
+
+#[async_trait]
+impl crate::store::lease::LeaseStore for SqliteStore {
+    async fn acquire_lease(
+        &self,
+        _holder: &str,
+        _ttl_ms: i64,
+    ) -> Result<Option<crate::store::lease::Lease>, StoreError> {
+        Ok(Some(crate::store::lease::Lease {
+            token: 1,
+            remaining_ms: i64::MAX,
+        }))
+    }
+
+    async fn release_lease(&self, _holder: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn single_process(&self) -> bool {
+        true
+    }
+
+    async fn watch_changes(
+        &self,
+        _on_change: Box<dyn Fn(crate::store::lease::Change) + Send + Sync>,
+        _stop: tokio_util::sync::CancellationToken,
+    ) {
+    }
+}
+
+crate::store::notify::impl_notify_store!(SqliteStore);
+crate::store::metrics::impl_metrics_store!(SqliteStore);
+crate::store::keys::impl_key_store!(SqliteStore);
+crate::store::checks::impl_check_store!(SqliteStore);
+crate::store::replicas::impl_replica_store!(SqliteStore);
