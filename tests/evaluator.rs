@@ -539,3 +539,56 @@ both_backends!(
         );
     }
 );
+
+// A new leader (a failover, a restart) starts from every acknowledged ping,
+// also those no fold has written into a summary yet: on PostgreSQL, pings a
+// follower put in the inbox just before the old leader died. Judged without
+// them, a check pinged in time went down, then up again once the fold caught
+// up: a false incident.
+both_backends!(
+    a_new_leader_starts_from_pings_not_yet_folded,
+    |backend| async move {
+        use overdue::domain::check::{CheckInput, CheckSpec};
+        use overdue::domain::fold::Ping;
+        use overdue::domain::ping::PingKind;
+        use overdue::evaluator::{Evaluator, Observed};
+        use overdue::store::CheckSource;
+        use std::sync::Arc;
+
+        let db = TestDb::new(backend).await;
+        let config = overdue::config::Config::from_toml(&db.config_toml("")).unwrap();
+        let store = overdue::store::open(&config).await.unwrap();
+        let now = Utc::now().timestamp_millis();
+        let t0 = now - 21_000;
+        let spec = CheckSpec::from_input(
+            serde_json::from_str::<CheckInput>(r#"{"slug":"job","interval":"10s"}"#).unwrap(),
+        )
+        .unwrap();
+        let check = store
+            .create_check(&spec, CheckSource::Api, t0 - 1_000)
+            .await
+            .unwrap();
+        // The first ping, folded by the old leader.
+        store
+            .append_pings(&[Ping::new(check.id, t0, PingKind::Success)])
+            .await
+            .unwrap();
+        common::fold_all(&store).await;
+        // The second, acknowledged by a follower; nobody folded it.
+        store
+            .append_pings(&[Ping::new(check.id, t0 + 15_000, PingKind::Success)])
+            .await
+            .unwrap();
+        // Down at t0 + 20 s without it, due at t0 + 25 s with it.
+        let observed = Arc::new(Observed::new(Vec::new(), config.heartbeat_period));
+        observed.beat(now, None);
+        let (mut evaluator, _) = Evaluator::new(store.clone(), observed);
+        evaluator.load(now).await.unwrap();
+        evaluator.tick(now).await;
+        let flips = store.list_flips(check.id, 10).await.unwrap();
+        let to: Vec<&str> = flips.iter().map(|f| f.new_status.as_str()).collect();
+        assert_eq!(to, ["up"], "the new leader judged without the second ping");
+        let loaded = store.eval_check(check.id).await.unwrap().unwrap();
+        assert_eq!(loaded.summary.last_success_at, Some(t0 + 15_000));
+    }
+);

@@ -395,6 +395,48 @@ macro_rules! impl_check_store {
                     .await?)
             }
 
+            /// Checks with `id > after`, in id order, for the evaluator, with
+            /// the pings no written summary holds yet applied, in one
+            /// snapshot: a new leader (a restart, a failover) must start from
+            /// every acknowledged ping, also those a follower put in the inbox
+            /// just before the old leader died, or it would judge a check
+            /// pinged in time as down (a status recorded before already counts
+            /// them).
+            pub(crate) async fn eval_page(
+                &self,
+                after: i64,
+                limit: u32,
+            ) -> Result<Vec<$crate::store::EvalCheck>, $crate::store::StoreError> {
+                use $crate::store::dialect::Dialect as _;
+                let mut tx = self.read_snapshot().await?;
+                let rows = Self::eval_rows(&mut *tx, after, limit).await?;
+                let through = rows.last().map_or(after, |r| r.id());
+                let pending = Self::pending_between(&mut tx, after, through).await?;
+                tx.commit().await?;
+                let mut pending = $crate::store::checks::by_check(pending);
+                rows.into_iter()
+                    .map(|r| {
+                        let mine = pending.remove(&r.id()).unwrap_or_default();
+                        r.into_eval_with(&mine).map_err($crate::store::StoreError::Other)
+                    })
+                    .collect()
+            }
+
+            /// One check for the evaluator, with its pings no written summary
+            /// holds yet: the evaluator reloads a check when it changes, and
+            /// must not lose them.
+            pub(crate) async fn eval_one(
+                &self,
+                id: i64,
+            ) -> Result<Option<$crate::store::EvalCheck>, $crate::store::StoreError> {
+                use $crate::store::dialect::Dialect as _;
+                let mut tx = self.read_snapshot().await?;
+                let row = Self::eval_row(&mut *tx, id).await?;
+                let pending = Self::pending_on(&mut tx, Some(id)).await?;
+                tx.commit().await?;
+                Ok(row.map(|r| r.into_eval_with(&pending)).transpose()?)
+            }
+
             /// One check with its stored status, if it exists.
             pub(crate) async fn eval_row<'e, E>(
                 ex: E,

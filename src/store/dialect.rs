@@ -25,11 +25,23 @@ pub(crate) trait Dialect {
     /// A transaction that reads one snapshot throughout.
     async fn read_snapshot(&self) -> Result<sqlx::Transaction<'_, Self::Db>, StoreError>;
     /// Pings that the written summaries do not hold yet (SQLite: the log's
-    /// tail; PostgreSQL: the inbox), of one check or of all, oldest first.
+    /// tail; PostgreSQL: the inbox) of the checks with `after < id <=
+    /// through`, oldest first.
+    async fn pending_between(
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        after: i64,
+        through: i64,
+    ) -> Result<Vec<StoredPing>, StoreError>;
+    /// [`Dialect::pending_between`] for one check, or all.
     async fn pending_on(
         conn: &mut <Self::Db as sqlx::Database>::Connection,
         check_id: Option<i64>,
-    ) -> Result<Vec<StoredPing>, StoreError>;
+    ) -> Result<Vec<StoredPing>, StoreError> {
+        match check_id {
+            Some(id) => Self::pending_between(conn, id - 1, id).await,
+            None => Self::pending_between(conn, i64::MIN, i64::MAX).await,
+        }
+    }
     /// The check as a write that just committed left it.
     async fn check_by_id(&self, id: i64) -> Result<Check, StoreError>;
     /// Makes `change` in order with the pings: those stored before it are

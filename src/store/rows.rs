@@ -372,10 +372,6 @@ impl EvalRow {
         self.check.id
     }
 
-    pub(crate) fn into_eval(self) -> anyhow::Result<EvalCheck> {
-        self.into_eval_with(&[])
-    }
-
     /// The check with its pings still in the inbox applied (read-your-writes).
     pub(crate) fn into_eval_with(self, pending: &[StoredPing]) -> anyhow::Result<EvalCheck> {
         let stored = match (

@@ -26,9 +26,7 @@ use sqlx::PgPool;
 use self::append::AppendConnections;
 use self::fold::{lock_folds, FoldCache};
 use self::writes::{write_runs, write_summaries};
-use super::{
-    EvalCheck, EvalRow, Folded, Store, StoreError, Touched, Transition, WriterRow, WRITER_COLUMNS,
-};
+use super::{EvalCheck, Folded, Store, StoreError, Touched, Transition, WriterRow, WRITER_COLUMNS};
 use crate::domain::fold::Ping;
 use crate::domain::ping::UnixMs;
 
@@ -127,15 +125,11 @@ impl Store for PgStore {
     }
 
     async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError> {
-        let rows = Self::eval_rows(&self.pool, after, limit).await?;
-        rows.into_iter()
-            .map(|r| r.into_eval().map_err(StoreError::Other))
-            .collect()
+        self.eval_page(after, limit).await
     }
 
     async fn eval_check(&self, id: i64) -> Result<Option<EvalCheck>, StoreError> {
-        let row = Self::eval_row(&self.pool, id).await?;
-        Ok(row.map(EvalRow::into_eval).transpose()?)
+        self.eval_one(id).await
     }
 
     async fn record_transitions(&self, batch: &[Transition]) -> Result<(), StoreError> {

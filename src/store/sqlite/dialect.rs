@@ -34,15 +34,13 @@ impl Dialect for SqliteStore {
         Ok(self.pool.begin().await?)
     }
 
-    /// Pings not yet in the written summary, of one check or of all, oldest first.
-    async fn pending_on(
+    /// The log's tail past the last round and each check's written summary.
+    async fn pending_between(
         conn: &mut SqliteConnection,
-        check_id: Option<i64>,
+        after: i64,
+        through: i64,
     ) -> Result<Vec<StoredPing>, StoreError> {
-        match check_id {
-            Some(id) => pending_between(conn, id - 1, id).await,
-            None => pending_between(conn, i64::MIN, i64::MAX).await,
-        }
+        pending_between(conn, after, through).await
     }
 
     /// With the pings the writer appended and a round has yet to write.

@@ -29,11 +29,8 @@ use sqlx::{Connection, SqlitePool};
 use tokio::sync::Mutex;
 
 use self::checkpoint::{checkpointer, AUTOCHECKPOINT_PAGES};
-use self::dialect::pending_between;
 use self::text::transitions_sql;
 use self::writer::{Writer, WRITER_STATEMENTS};
-use super::checks::by_check;
-use super::dialect::Dialect as _;
 use super::{EvalCheck, Folded, Store, StoreError, Touched, Transition, TransitionRows};
 use crate::config;
 use crate::domain::fold::{Ping, StoredPing};
@@ -170,30 +167,11 @@ impl Store for SqliteStore {
     }
 
     async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError> {
-        // With the pings that folds have not written yet, in one snapshot:
-        // the evaluator must start from every acknowledged ping (a status
-        // recorded before a restart already counts them).
-        let mut tx = self.read_snapshot().await?;
-        let rows = Self::eval_rows(&mut *tx, after, limit).await?;
-        let through = rows.last().map_or(after, |r| r.id());
-        let mut pending = by_check(pending_between(&mut tx, after, through).await?);
-        tx.commit().await?;
-        rows.into_iter()
-            .map(|r| {
-                let mine = pending.remove(&r.id()).unwrap_or_default();
-                r.into_eval_with(&mine).map_err(StoreError::Other)
-            })
-            .collect()
+        self.eval_page(after, limit).await
     }
 
     async fn eval_check(&self, id: i64) -> Result<Option<EvalCheck>, StoreError> {
-        // With the check's pings that folds have not written yet: the
-        // evaluator reloads a check when it changes, and must not lose them.
-        let mut tx = self.read_snapshot().await?;
-        let row = Self::eval_row(&mut *tx, id).await?;
-        let pending = Self::pending_on(&mut tx, Some(id)).await?;
-        tx.commit().await?;
-        Ok(row.map(|r| r.into_eval_with(&pending)).transpose()?)
+        self.eval_one(id).await
     }
 
     async fn record_transitions(&self, batch: &[Transition]) -> Result<(), StoreError> {
