@@ -5,7 +5,7 @@
 //!
 //! - the store writes it, after the check's pings acknowledged so far, so
 //!   they keep what they did (SPEC §5: pings and writes take effect in the
-//!   order they were committed; see `Store::set_paused`);
+//!   order they were committed; see `CheckStore::set_paused`);
 //! - the ping path's routing map learns the check's uuid and slug, or
 //!   forgets them;
 //! - the evaluator is told before the write is answered, so a metrics scrape
