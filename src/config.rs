@@ -592,7 +592,7 @@ fn notify_config(f: &mut Fields<'_>) -> Option<NotifyConfig> {
         }
         Some(None) => None,
     };
-    let now = chrono::Utc::now().timestamp_millis();
+    let now = crate::clock::now_ms();
     let inputs: Option<Vec<Option<SilenceInput>>> = f.list("silences");
     let mut silences = Vec::new();
     match inputs {

@@ -20,10 +20,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use chrono::Utc;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::now_ms;
 use crate::domain::evaluate::{evaluate, instant, Rules, RulesCache, Span};
 use crate::domain::overlap::overlap_since;
 use crate::domain::ping::{Summary, UnixMs};
@@ -756,9 +756,4 @@ pub async fn beat(
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
-}
-
-/// The current instant in Unix milliseconds.
-pub fn now_ms() -> UnixMs {
-    Utc::now().timestamp_millis()
 }

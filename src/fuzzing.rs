@@ -494,7 +494,7 @@ async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) 
         .await
         .expect("the fuzz server's database opens");
     let observed = Arc::new(Observed::new(Vec::new(), config.heartbeat_period));
-    observed.beat(crate::evaluator::now_ms(), None);
+    observed.beat(crate::clock::now_ms(), None);
     let (evaluator, evaluator_handle) = Evaluator::new(store.clone(), observed.clone());
     tracker.spawn(evaluator.run(stop.clone(), always_leader()));
     let ingest = Ingest::start(

@@ -15,6 +15,7 @@ pub mod app;
 pub mod checks;
 pub mod cli;
 pub mod client;
+pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod evaluator;

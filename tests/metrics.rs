@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use common::sinks::{Behaviour, WebhookSink};
 use common::{client, Backend, TestDb, TestServer};
+use overdue::clock::now_ms;
 use overdue::config::Config;
 use overdue::domain::check::CheckSpec;
-use overdue::evaluator::{now_ms, Evaluator, Notice, Observed};
+use overdue::evaluator::{Evaluator, Notice, Observed};
 use overdue::store::CheckSource;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;

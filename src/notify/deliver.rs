@@ -18,8 +18,8 @@ use super::dispatch::ms;
 use super::message::{zero_instant, Alert, AlertStatus, LabelSet, Message};
 use super::receiver::{Receiver, SendContext, SendError};
 use super::NotifyConfig;
+use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
-use crate::evaluator::now_ms;
 use crate::lease::{is_leader, remaining, LeaderWatch};
 use crate::metrics::Metrics;
 use crate::store::notify::{

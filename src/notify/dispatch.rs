@@ -688,7 +688,7 @@ impl Dispatcher {
 
     /// One term as leader; false when `stop` fired.
     async fn lead(&mut self, stop: &CancellationToken, leader: &mut LeaderWatch) -> bool {
-        let now_ms = crate::evaluator::now_ms;
+        let now_ms = crate::clock::now_ms;
         self.alerts.clear();
         self.groups.clear();
         self.schedule.clear();
