@@ -178,7 +178,7 @@ pub enum ChecksCommand {
 }
 
 fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
-    crate::config::parse_duration(s)
+    crate::settings::parse_duration(s)
 }
 
 /// `overdue config …`

@@ -29,4 +29,5 @@ pub mod metrics;
 pub mod notify;
 pub mod reconcile;
 pub mod retention;
+pub mod settings;
 pub mod store;
