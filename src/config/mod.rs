@@ -1,5 +1,15 @@
 //! Settings: embedded documented defaults, then a TOML file, then `OVERDUE_*`
 //! environment variables; validated once, reporting every problem together.
+//!
+//! Each section's settings type lives with the part it configures
+//! (`notify`, `metrics`) and imports only the `settings` leaf, never this
+//! module. The sections of `http` live here instead: `http` holds the whole
+//! [`Config`], so settings types inside it would make a circle.
+
+/// `[dashboard]`: basic-auth users and the session cookie.
+pub mod dashboard;
+/// `[rate_limit]`: ping rates per check and per client address.
+pub mod rate_limit;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -14,9 +24,9 @@ use ipnet::IpNet;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
+use self::dashboard::{DashboardInput, DashboardSettings};
+use self::rate_limit::{RateLimitInput, RateLimitSettings};
 use crate::domain::check::{CheckInput, CheckSpec};
-use crate::http::rate_limit::{RateLimitInput, RateLimitSettings};
-use crate::http::ui_settings::{DashboardInput, DashboardSettings};
 use crate::metrics::settings::{MetricsInput, MetricsSettings};
 use crate::notify::deliver::DeliverySettings;
 use crate::notify::receiver::guard::{TargetPolicy, WebhooksInput};
@@ -28,7 +38,7 @@ use crate::notify::NotifyConfig;
 use crate::settings::{format_duration, parse_duration, read_secret_file, Secret};
 
 /// The documented defaults, compiled into the binary.
-pub const DEFAULT_CONFIG: &str = include_str!("config.default.toml");
+pub const DEFAULT_CONFIG: &str = include_str!("../config.default.toml");
 
 /// The largest `ping_batch_max`.
 pub const PING_BATCH_MAX_LIMIT: usize = 2048;

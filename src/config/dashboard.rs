@@ -7,7 +7,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::Scope;
+use super::Scope;
 use crate::settings::{read_secret_file, Secret};
 
 /// `[dashboard]` as written.
