@@ -317,7 +317,7 @@ fn start_notifications(
         config.base_url.clone(),
         wake,
     );
-    deliverer.set_metrics(metrics.clone());
+    deliverer.count_attempts(metrics.notification_attempts());
     deliverer.follow(updates);
     let Workers {
         tracker,

@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use prometheus::IntCounterVec;
 use rand::Rng;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -21,7 +22,6 @@ use super::NotifyConfig;
 use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
 use crate::lease::{is_leader, remaining, LeaderWatch};
-use crate::metrics::Metrics;
 use crate::store::notify::{
     AlertQuery, AttemptResult, NewNotification, NotificationRecord, KIND_ALERTS, KIND_UNDELIVERED,
 };
@@ -167,8 +167,8 @@ pub struct Deliverer {
     /// This replica's leadership; `None` (in tests that drive `tick`) means
     /// always leader.
     leader: Option<LeaderWatch>,
-    /// Counts every attempt, when set.
-    metrics: Option<Arc<Metrics>>,
+    /// Counts every attempt by receiver and outcome, when set.
+    attempts: Option<IntCounterVec>,
     /// Configuration reloads to follow.
     updates: Option<tokio::sync::watch::Receiver<Arc<NotifyConfig>>>,
 }
@@ -205,7 +205,7 @@ impl Deliverer {
             last_sweep: now_ms(),
             config,
             leader: None,
-            metrics: None,
+            attempts: None,
             updates: None,
         }
     }
@@ -226,9 +226,10 @@ impl Deliverer {
         }
     }
 
-    /// Counts every delivery attempt in `overdue_notifications_total` from now on.
-    pub fn set_metrics(&mut self, metrics: Arc<Metrics>) {
-        self.metrics = Some(metrics);
+    /// Counts every delivery attempt in `attempts` (labels `receiver` and
+    /// `outcome`: `overdue_notifications_total`) from now on.
+    pub fn count_attempts(&mut self, attempts: IntCounterVec) {
+        self.attempts = Some(attempts);
     }
 
     /// Starts an attempt for every due notification that has a free slot;
@@ -279,7 +280,7 @@ impl Deliverer {
                 settings: self.config.delivery.clone(),
                 in_flight: self.in_flight.clone(),
                 wake: self.wake.clone(),
-                metrics: self.metrics.clone(),
+                attempts: self.attempts.clone(),
             };
             self.tasks.spawn(async move {
                 job.run(n, false).await;
@@ -359,7 +360,7 @@ impl Deliverer {
                     settings: self.config.delivery.clone(),
                     in_flight: self.in_flight.clone(),
                     wake: self.wake.clone(),
-                    metrics: self.metrics.clone(),
+                    attempts: self.attempts.clone(),
                 };
                 if !self.claim(&n.id) {
                     continue;
@@ -479,7 +480,7 @@ struct Attempt {
     settings: DeliverySettings,
     in_flight: Arc<Mutex<Claims>>,
     wake: Arc<Notify>,
-    metrics: Option<Arc<Metrics>>,
+    attempts: Option<IntCounterVec>,
 }
 
 impl Attempt {
@@ -490,8 +491,9 @@ impl Attempt {
         let at = now_ms();
         let result = self.attempt(&n, sweep, at).await;
         let latency = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
-        if let Some(m) = &self.metrics {
-            m.notification_attempt(&n.receiver, crate::store::notify::outcome(&result));
+        if let Some(attempts) = &self.attempts {
+            let outcome = crate::store::notify::outcome(&result);
+            attempts.with_label_values(&[&n.receiver, outcome]).inc();
         }
         let recorded = match self.store.record_attempt(&n.id, at, latency, &result).await {
             Ok(()) => Some(result.clone()),
