@@ -28,13 +28,12 @@ use self::dashboard::{DashboardInput, DashboardSettings};
 use self::rate_limit::{RateLimitInput, RateLimitSettings};
 use crate::domain::check::{CheckInput, CheckSpec};
 use crate::metrics::settings::{MetricsInput, MetricsSettings};
-use crate::notify::deliver::DeliverySettings;
 use crate::notify::receiver::guard::{TargetPolicy, WebhooksInput};
 use crate::notify::receiver::{Receiver, ReceiverInput};
 use crate::notify::route::{RouteDefaults, RouteInput, RouteTree};
 use crate::notify::silence::{Silence, SilenceInput, SilenceSource};
 use crate::notify::time_interval::{NamedTimeInterval, TimeIntervalInput};
-use crate::notify::NotifyConfig;
+use crate::notify::{DeliverySettings, NotifyConfig};
 use crate::settings::{format_duration, parse_duration, read_secret_file, Secret};
 
 /// The documented defaults, compiled into the binary.

@@ -18,6 +18,7 @@ use tokio_util::task::TaskTracker;
 use super::dispatch::ms;
 use super::message::{zero_instant, Alert, AlertStatus, LabelSet, Message};
 use super::receiver::{Receiver, SendContext, SendError};
+use super::settings::DeliverySettings;
 use super::NotifyConfig;
 use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
@@ -29,39 +30,6 @@ use crate::store::Store;
 
 /// An attempt starts only while the lease outlives its timeout by this much.
 const LEASE_MARGIN: Duration = Duration::from_millis(250);
-
-/// Retry and concurrency settings (`[notifications]` in the config).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeliverySettings {
-    /// Attempts before a notification becomes a dead letter.
-    pub max_attempts: u32,
-    /// The first retry waits up to this long; each further one twice as long.
-    pub retry_base: Duration,
-    /// No retry waits longer than this.
-    pub retry_max: Duration,
-    /// Attempts in flight at once, over all receivers.
-    pub concurrency: usize,
-    /// Attempts in flight at once to one receiver.
-    pub per_receiver: usize,
-    /// How often dead letters are retried and reported.
-    pub sweep_interval: Duration,
-    /// Dead letters older than this are no longer retried.
-    pub dead_letter_retry_for: Duration,
-}
-
-impl Default for DeliverySettings {
-    fn default() -> Self {
-        DeliverySettings {
-            max_attempts: 3,
-            retry_base: Duration::from_secs(2),
-            retry_max: Duration::from_secs(300),
-            concurrency: 32,
-            per_receiver: 4,
-            sweep_interval: Duration::from_secs(900),
-            dead_letter_retry_for: Duration::from_secs(24 * 3600),
-        }
-    }
-}
 
 /// The wait before retry number `attempt` (1 = the first retry): uniform in
 /// `[0, min(max, base · 2^(attempt-1))]` ("full jitter"); `unit` in [0, 1).
