@@ -31,3 +31,4 @@ pub mod reconcile;
 pub mod retention;
 pub mod settings;
 pub mod store;
+pub mod worker;
