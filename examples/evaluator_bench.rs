@@ -752,14 +752,14 @@ async fn run(args: &Args, db: &Path, loaded_at: LoadedAt) -> anyhow::Result<serd
     let stop = CancellationToken::new();
     let period = config.heartbeat_period;
     let replica = uuid::Uuid::new_v4().to_string();
-    let started_at = overdue::evaluator::now_ms();
+    let started_at = overdue::clock::now_ms();
     let observed = Arc::new(Observed::new(Vec::new(), period));
     let gap = i64::try_from(period.as_millis() * 2).unwrap_or(i64::MAX);
     overdue::evaluator::beat(&*store, &observed, &replica, started_at, gap).await;
     let spans = store.unobserved_spans(0).await?;
     let observed = {
         let o = Observed::new(spans, period);
-        o.beat(overdue::evaluator::now_ms(), None);
+        o.beat(overdue::clock::now_ms(), None);
         Arc::new(o)
     };
     tracker.spawn(overdue::evaluator::heartbeat_loop(

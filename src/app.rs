@@ -69,7 +69,7 @@ pub async fn run_with_metrics_listener(
     // The first heartbeat records how long no replica accepted pings (an
     // outage before this start), so the evaluator never judges that span.
     let replica = uuid::Uuid::new_v4().to_string();
-    let started_at = crate::evaluator::now_ms();
+    let started_at = crate::clock::now_ms();
     let gap = i64::try_from(config.heartbeat_period.as_millis() * 2).unwrap_or(i64::MAX);
     store
         .heartbeat(&replica, started_at, started_at, gap)
@@ -317,7 +317,7 @@ fn start_notifications(
         config.base_url.clone(),
         wake,
     );
-    deliverer.set_metrics(metrics.clone());
+    deliverer.count_attempts(metrics.notification_attempts());
     deliverer.follow(updates);
     let Workers {
         tracker,

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
+use crate::clock;
 use crate::config::{Config, LogFormat};
 use crate::domain::schedule::{parse_tz, CronSchedule, ScheduleError};
 use crate::explain::{explain, instant_in};
@@ -177,7 +178,7 @@ pub enum ChecksCommand {
 }
 
 fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
-    crate::config::parse_duration(s)
+    crate::settings::parse_duration(s)
 }
 
 /// `overdue config …`
@@ -212,9 +213,9 @@ pub struct ScheduleArgs {
 pub fn main() -> i32 {
     let cli = Cli::parse();
     match cli.command {
-        Command::Schedule(args) => schedule(&args, Utc::now()),
+        Command::Schedule(args) => schedule(&args, clock::now()),
         Command::Config(ConfigCommand::Check { file }) => {
-            config_check(file.as_deref().or(cli.config.as_deref()), Utc::now())
+            config_check(file.as_deref().or(cli.config.as_deref()), clock::now())
         }
         Command::Ping(args) => client_runtime(ping(args)),
         Command::Run(args) => client_runtime(run(args)),

@@ -20,17 +20,18 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use chrono::Utc;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::now_ms;
 use crate::domain::evaluate::{evaluate, instant, Rules, RulesCache, Span};
 use crate::domain::overlap::overlap_since;
 use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::Status;
-use crate::lease::{is_leader, LeaderWatch};
+use crate::lease::LeaderWatch;
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::store::{EvalCheck, Store, StoredStatus, Touched, Transition};
+use crate::worker::{self, LeaderWorker};
 
 /// How long to wait before retrying a check whose change could not be recorded.
 const RETRY: Duration = Duration::from_secs(1);
@@ -624,77 +625,49 @@ impl Evaluator {
     /// Runs until `stop` fires. While this replica leads (`leader`): loads
     /// every check, then sleeps until the next deadline or notice. While it
     /// follows, notices are dropped: a new term starts from the database.
-    pub async fn run(mut self, stop: CancellationToken, mut leader: LeaderWatch) {
-        loop {
-            while !is_leader(&leader.borrow()) {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    changed = leader.changed() => if changed.is_err() { return },
-                    notice = self.rx.recv() => if notice.is_none() { return },
-                }
-            }
-            let go_on = self.lead(&stop, &mut leader).await;
-            // A follower holds no checks: scrapes report service metrics only.
-            self.progress.loaded.store(false, Ordering::Release);
-            if !go_on {
-                return;
-            }
-            tracing::info!("evaluator stopped: this replica no longer leads");
+    pub async fn run(self, stop: CancellationToken, leader: LeaderWatch) {
+        worker::run(self, stop, leader).await;
+    }
+}
+
+impl LeaderWorker for Evaluator {
+    type Notice = Notice;
+    const NAME: &'static str = "evaluator";
+    const LOAD_RETRY: Duration = RETRY;
+
+    fn notices(&mut self) -> &mut mpsc::UnboundedReceiver<Notice> {
+        &mut self.rx
+    }
+
+    fn forget(&mut self) {
+        self.entries.clear();
+        self.heap.clear();
+    }
+
+    async fn load_term(&mut self, now: UnixMs) -> anyhow::Result<()> {
+        self.load(now).await
+    }
+
+    async fn step(&mut self, now: UnixMs) -> Duration {
+        // While a tick runs, its deadlines count as not yet processed.
+        self.publish_due();
+        self.tick(now).await;
+        self.publish_due();
+        match self.next_wake() {
+            // While not observing, look again at the heartbeat's pace.
+            Some(_) if !self.observed.fresh(now) => RETRY,
+            Some(at) => Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0)),
+            None => Duration::from_secs(3600),
         }
     }
 
-    /// One term as leader; false when `stop` fired (or the channels closed).
-    async fn lead(&mut self, stop: &CancellationToken, leader: &mut LeaderWatch) -> bool {
-        self.entries.clear();
-        self.heap.clear();
-        loop {
-            match self.load(now_ms()).await {
-                Ok(()) => break,
-                Err(e) => {
-                    tracing::error!(error = %format!("{e:#}"), "evaluator cannot load checks; retrying");
-                    tokio::select! {
-                        _ = stop.cancelled() => return false,
-                        _ = tokio::time::sleep(RETRY) => {}
-                    }
-                    if !is_leader(&leader.borrow()) {
-                        return true;
-                    }
-                }
-            }
-        }
-        loop {
-            let now = now_ms();
-            // While a tick runs, its deadlines count as not yet processed.
-            self.publish_due();
-            self.tick(now).await;
-            self.publish_due();
-            let wait = match self.next_wake() {
-                // While not observing, look again at the heartbeat's pace.
-                Some(_) if !self.observed.fresh(now) => RETRY,
-                Some(at) => Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0)),
-                None => Duration::from_secs(3600),
-            };
-            tokio::select! {
-                _ = stop.cancelled() => return false,
-                changed = leader.changed() => {
-                    if changed.is_err() {
-                        return false;
-                    }
-                    if !is_leader(&leader.borrow()) {
-                        return true;
-                    }
-                }
-                notice = self.rx.recv() => {
-                    let Some(notice) = notice else { return false };
-                    let now = now_ms();
-                    self.handle(notice, now).await;
-                    while let Ok(n) = self.rx.try_recv() {
-                        self.handle(n, now).await;
-                    }
-                }
-                _ = tokio::time::sleep(wait) => {}
-            }
-        }
+    async fn on_notice(&mut self, notice: Notice, now: UnixMs) {
+        self.handle(notice, now).await;
+    }
+
+    fn term_ended(&mut self) {
+        // A follower holds no checks: scrapes report service metrics only.
+        self.progress.loaded.store(false, Ordering::Release);
     }
 }
 
@@ -756,9 +729,4 @@ pub async fn beat(
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
-}
-
-/// The current instant in Unix milliseconds.
-pub fn now_ms() -> UnixMs {
-    Utc::now().timestamp_millis()
 }

@@ -26,13 +26,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::domain::active_hours::{ActiveClock, ActiveHours, Window};
 use crate::domain::check::{self, CheckInput, CheckSpec, WindowInput};
 use crate::domain::evaluate::{evaluate, Rules};
 use crate::domain::ping::Summary;
 use crate::domain::schedule::{CronSchedule, REFERENCE};
 use crate::notify::silence::{Silence, SilenceInput, SilenceSource};
+use crate::settings;
 
 /// Zones the cron and active-hours targets evaluate in: no DST, DST on both
 /// hemispheres, a 30-minute DST shift, a 45-minute offset, a zone that skipped
@@ -114,10 +115,10 @@ pub fn cron(data: &[u8]) {
 /// exactly that long after it starts, at an instant a date can name.
 pub fn duration(data: &[u8]) {
     let s = text(data);
-    if let Ok(d) = config::parse_duration(&s) {
+    if let Ok(d) = settings::parse_duration(&s) {
         let printed = check::format_duration(d);
         assert_eq!(
-            config::parse_duration(&printed),
+            settings::parse_duration(&printed),
             Ok(d),
             "{s:?} parsed to {d:?}, printed as {printed:?}"
         );
@@ -151,7 +152,7 @@ pub fn duration(data: &[u8]) {
     let now_ms = now.timestamp_millis();
     if let (Ok(silence), Ok(d)) = (
         Silence::from_input(input, "fuzz".to_string(), SilenceSource::Api, now_ms),
-        config::parse_duration(&s),
+        settings::parse_duration(&s),
     ) {
         let want = i64::try_from(d.as_millis())
             .ok()
@@ -494,7 +495,7 @@ async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) 
         .await
         .expect("the fuzz server's database opens");
     let observed = Arc::new(Observed::new(Vec::new(), config.heartbeat_period));
-    observed.beat(crate::evaluator::now_ms(), None);
+    observed.beat(crate::clock::now_ms(), None);
     let (evaluator, evaluator_handle) = Evaluator::new(store.clone(), observed.clone());
     tracker.spawn(evaluator.run(stop.clone(), always_leader()));
     let ingest = Ingest::start(

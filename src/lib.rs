@@ -15,6 +15,8 @@ pub mod app;
 pub mod checks;
 pub mod cli;
 pub mod client;
+/// The wall clock: the one place the current time is read.
+pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod evaluator;
@@ -30,4 +32,8 @@ pub mod metrics;
 pub mod notify;
 pub mod reconcile;
 pub mod retention;
+/// The values settings share: secrets, secret files, durations (a leaf).
+pub mod settings;
 pub mod store;
+/// The loop of the workers that run only while this replica leads.
+pub mod worker;

@@ -17,10 +17,10 @@ use serde::Serialize;
 use tokio::sync::{watch, Mutex};
 
 use crate::checks::Checks;
+use crate::clock::now_ms;
 use crate::config::{Config, ConfigErrors};
 use crate::domain::check::Check;
 use crate::domain::check::CheckSpec;
-use crate::evaluator::now_ms;
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::notify::NotifyConfig;
 use crate::store::{CheckSource, Store, StoreError};

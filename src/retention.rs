@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
-use crate::evaluator::now_ms;
 use crate::lease::{is_leader, LeaderWatch};
 use crate::store::Store;
 

@@ -496,7 +496,8 @@ both_backends!(
 both_backends!(
     a_check_pinged_often_keeps_the_schedule_small,
     |backend| async move {
-        use overdue::evaluator::{now_ms, Evaluator, Notice, Observed};
+        use overdue::clock::now_ms;
+        use overdue::evaluator::{Evaluator, Notice, Observed};
         use std::sync::Arc;
 
         let db = TestDb::new(backend).await;

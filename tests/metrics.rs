@@ -13,10 +13,12 @@ use std::time::{Duration, Instant};
 
 use common::sinks::{Behaviour, WebhookSink};
 use common::{client, Backend, TestDb, TestServer};
+use overdue::clock::now_ms;
 use overdue::config::Config;
 use overdue::domain::check::CheckSpec;
-use overdue::evaluator::{now_ms, Evaluator, Notice, Observed};
+use overdue::evaluator::{Evaluator, Notice, Observed};
 use overdue::store::CheckSource;
+use overdue::worker::LeaderWorker;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -342,6 +344,33 @@ both_backends!(
         // What a delete in the API tells the evaluator.
         evaluator.handle(Notice::Changed(check.id), now).await;
         assert!(held(&mut evaluator, ids).await.is_empty());
+    }
+);
+
+both_backends!(
+    an_evaluator_whose_term_ends_holds_no_checks,
+    |backend| async move {
+        let db = TestDb::new(backend).await;
+        let config = Config::from_toml(&db.config_toml("")).unwrap();
+        let store = overdue::store::open(&config).await.unwrap();
+        let now = now_ms();
+        let check = store
+            .create_check(&CheckSpec::with_slug("held"), CheckSource::Api, now)
+            .await
+            .unwrap();
+        let observed = Arc::new(Observed::new(Vec::new(), config.heartbeat_period));
+        let (mut evaluator, handle) = Evaluator::new(store.clone(), observed);
+        evaluator.load_term(now).await.unwrap();
+        assert!(handle.loaded());
+        // Leadership lost: scrapes render service metrics only.
+        evaluator.term_ended();
+        assert!(!handle.loaded());
+        // The next term forgets the last one's checks, then loads them again.
+        evaluator.forget();
+        assert!(held(&mut evaluator, vec![check.id]).await.is_empty());
+        evaluator.load_term(now).await.unwrap();
+        assert!(handle.loaded());
+        assert_eq!(held(&mut evaluator, vec![check.id]).await, [check.id]);
     }
 );
 

@@ -15,6 +15,7 @@ use overdue::notify::dispatch::{DispatchNotice, Dispatcher};
 use overdue::notify::message::{AlertStatus, Message};
 use overdue::store::notify::{NotificationFilter, NotificationRecord, SilenceRecord};
 use overdue::store::{CheckSource, Store, StoredStatus, Transition};
+use overdue::worker::LeaderWorker;
 use tokio::sync::Notify;
 
 const S: i64 = 1_000;
@@ -41,8 +42,27 @@ repeat_interval = "1h"
 routes = [ { matchers = ['team="web"'], receiver = "quiet-hook" } ]
 "#;
 
+/// `ROUTES` after a reload that sends everything to `quiet-hook`.
+const REROUTED: &str = r#"
+[[receivers]]
+name = "hook"
+type = "webhook"
+url = "http://127.0.0.1:9/hook"
+
+[[receivers]]
+name = "quiet-hook"
+type = "webhook"
+url = "http://127.0.0.1:9/other"
+send_resolved = false
+
+[route]
+receiver = "quiet-hook"
+group_by = ["team"]
+group_wait = "10s"
+"#;
+
 struct Rig {
-    _db: TestDb,
+    db: TestDb,
     store: Arc<dyn Store>,
     config: Config,
 }
@@ -52,11 +72,7 @@ impl Rig {
         let db = TestDb::new(backend).await;
         let config = Config::from_toml(&db.config_toml(toml)).unwrap();
         let store = overdue::store::open(&config).await.unwrap();
-        Rig {
-            _db: db,
-            store,
-            config,
-        }
+        Rig { db, store, config }
     }
 
     fn dispatcher(&self) -> Dispatcher {
@@ -461,3 +477,22 @@ routes = [ { matchers = ['team="data"'], mute_time_intervals = ["mornings"] } ]
     assert!(first >= T0 + 3_600 * S, "muted until 09:00");
     assert_eq!(rig.notifications().await.len(), 1);
 });
+
+both_backends!(
+    a_follower_keeps_a_reload_for_its_next_term,
+    |backend| async move {
+        let rig = Rig::new(backend, ROUTES).await;
+        let id = rig.check("data-1", "data").await;
+        rig.down(id, T0 + S).await;
+        let rerouted = Config::from_toml(&rig.db.config_toml(REROUTED)).unwrap();
+        let mut d = rig.dispatcher();
+        // A reload while this replica follows.
+        d.follow(DispatchNotice::Config(Arc::new(rerouted.notify)));
+        // The next term routes what the database holds by the new routes.
+        d.load(T0 + 2 * S).await.unwrap();
+        assert_eq!(d.tick(T0 + 12 * S).await, 1);
+        let sent = rig.notifications().await;
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].receiver, "quiet-hook");
+    }
+);

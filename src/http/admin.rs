@@ -233,7 +233,7 @@ async fn create_key(
         name: input.name,
         scope: input.scope,
         sha256: hex::encode(Sha256::digest(secret.as_bytes())),
-        created_at: crate::evaluator::now_ms(),
+        created_at: crate::clock::now_ms(),
     };
     state.store.put_api_key(&record).await?;
     let mut view = key_view(record);

@@ -5,7 +5,6 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -16,6 +15,7 @@ use super::api::{parse_json, rfc3339};
 use super::auth::{ReadAccess, WriteAccess};
 use super::error::{AppError, ErrorBody};
 use super::AppState;
+use crate::clock;
 use crate::domain::check::FieldError;
 use crate::notify::dispatch::DispatchNotice;
 use crate::notify::route::GroupBy;
@@ -217,7 +217,7 @@ async fn list_silences(
     State(state): State<AppState>,
     _: ReadAccess,
 ) -> Result<Json<Value>, AppError> {
-    let now = Utc::now().timestamp_millis();
+    let now = clock::now_ms();
     let views: Vec<SilenceView> = all_silences(&state, now)
         .await?
         .iter()
@@ -239,7 +239,7 @@ async fn get_silence(
     _: ReadAccess,
     Path(id): Path<String>,
 ) -> Result<Json<SilenceView>, AppError> {
-    let now = Utc::now().timestamp_millis();
+    let now = clock::now_ms();
     all_silences(&state, now)
         .await?
         .iter()
@@ -278,7 +278,7 @@ async fn store_silence(
             "id: does not match the silence's URL".to_string(),
         ));
     }
-    let now = Utc::now().timestamp_millis();
+    let now = clock::now_ms();
     let silence = Silence::from_input(input, id, SilenceSource::Api, now).map_err(invalid)?;
     let rec = SilenceRecord {
         id: silence.id.clone(),

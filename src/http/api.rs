@@ -142,7 +142,7 @@ impl CheckView {
         unobserved: &[Span],
         cache: &mut RulesCache,
     ) -> CheckView {
-        let now = Utc::now();
+        let now = crate::clock::now();
         let eval = Rules::from_spec_cached(&check.spec, cache)
             .map(|rules| evaluate(&rules, &check.summary, check.paused, unobserved, now));
         let (status, reason, quiet, due) = match &eval {
@@ -347,7 +347,7 @@ pub async fn create(
     spec: &CheckSpec,
     source: CheckSource,
 ) -> Result<Check, AppError> {
-    let now = Utc::now().timestamp_millis();
+    let now = crate::clock::now_ms();
     state
         .checks
         .create(spec, source, now)
@@ -368,7 +368,7 @@ fn conflict(spec: &CheckSpec) -> AppError {
 /// Replaces a check's definition (through [`crate::checks::Checks`]) and
 /// returns it as stored after that, with the API's errors.
 pub async fn replace(state: &AppState, old: &Check, spec: &CheckSpec) -> Result<Check, AppError> {
-    let now = Utc::now().timestamp_millis();
+    let now = crate::clock::now_ms();
     state
         .checks
         .update(old, spec, now)
@@ -391,7 +391,7 @@ pub async fn remove(state: &AppState, check: &Check) -> Result<(), AppError> {
 /// Pauses or resumes a check (through [`crate::checks::Checks`]) and returns
 /// it as stored after that.
 pub async fn pause(state: &AppState, check: &Check, paused: bool) -> Result<Check, AppError> {
-    let now = Utc::now().timestamp_millis();
+    let now = crate::clock::now_ms();
     state
         .checks
         .set_paused(check, paused, now)

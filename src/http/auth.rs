@@ -53,27 +53,26 @@ pub enum Denied {
     Unavailable(StoreError),
 }
 
-impl From<Denied> for AppError {
-    fn from(d: Denied) -> AppError {
-        match d {
-            Denied::Missing => AppError::Unauthorized("missing API key".to_string()),
-            Denied::Wrong => AppError::Unauthorized("wrong API key".to_string()),
-            Denied::LoopbackOnly => AppError::Forbidden(
-                "no API keys are configured, so the API only answers requests from loopback"
-                    .to_string(),
-            ),
-            Denied::ReadOnly => AppError::Forbidden(
-                "this API key has read scope; this request needs a write key".to_string(),
-            ),
-            Denied::Unavailable(e) => e.into(),
-        }
+/// The answer to a refused request.
+fn refused(d: Denied) -> AppError {
+    match d {
+        Denied::Missing => AppError::Unauthorized("missing API key".to_string()),
+        Denied::Wrong => AppError::Unauthorized("wrong API key".to_string()),
+        Denied::LoopbackOnly => AppError::Forbidden(
+            "no API keys are configured, so the API only answers requests from loopback"
+                .to_string(),
+        ),
+        Denied::ReadOnly => AppError::Forbidden(
+            "this API key has read scope; this request needs a write key".to_string(),
+        ),
+        Denied::Unavailable(e) => e.into(),
     }
 }
 
 async fn require(parts: &Parts, state: &AppState, needed: Scope) -> Result<Scope, AppError> {
-    let scope = scope_of(parts, state).await?;
+    let scope = scope_of(parts, state).await.map_err(refused)?;
     if scope < needed {
-        return Err(Denied::ReadOnly.into());
+        return Err(refused(Denied::ReadOnly));
     }
     Ok(scope)
 }

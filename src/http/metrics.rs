@@ -24,8 +24,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
+use crate::clock::now_ms;
 use crate::domain::evaluate::instant;
-use crate::evaluator::now_ms;
 use crate::metrics::checks::{rows, select, Exposition, Row};
 
 /// Checks per page of a scrape.

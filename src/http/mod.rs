@@ -27,7 +27,6 @@ pub mod ping;
 pub mod rate_limit;
 pub mod serve;
 pub mod ui;
-pub mod ui_settings;
 pub mod v3;
 
 /// What every handler shares: axum clones it for every request, so it is

@@ -16,6 +16,7 @@ use uuid::Uuid;
 use super::auth::client_ip;
 use super::rate_limit::{retry_after_secs, KeyedLimiter};
 use super::AppState;
+use crate::clock;
 use crate::config::MAX_PING_BODY;
 use crate::domain::check::CheckSpec;
 use crate::domain::fold::Ping;
@@ -158,7 +159,7 @@ async fn answer(
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let ping = Ping {
         check_id,
-        at: chrono::Utc::now().timestamp_millis(),
+        at: clock::now_ms(),
         kind: action.kind,
         exit_status: action.exit_status,
         items: query.items,
@@ -184,7 +185,7 @@ async fn answer(
 /// same slug is not an error. The check's id, and whether this created it.
 async fn create(state: &AppState, slug: &str) -> Result<(i64, bool), StoreError> {
     let spec = CheckSpec::with_slug(slug);
-    let now = chrono::Utc::now().timestamp_millis();
+    let now = clock::now_ms();
     match state.checks.create(&spec, CheckSource::Ping, now).await {
         Ok(check) => Ok((check.id, true)),
         Err(StoreError::Conflict(_)) => match state.ingest.resolve_slug(slug).await? {

@@ -28,6 +28,7 @@ use super::badge::{label_badge_key, BadgeState};
 use super::error::AppError;
 use super::v3::unique_key;
 use super::AppState;
+use crate::clock;
 use crate::config::Scope;
 use crate::domain::check::Check;
 use crate::domain::evaluate::RulesCache;
@@ -328,7 +329,7 @@ async fn list(
     Extension(t): Extension<Arc<Templates>>,
     Query(q): Query<ListQuery>,
 ) -> Result<Response, AppError> {
-    let now = Utc::now();
+    let now = clock::now();
     let status_filter = q.status.filter(|s| ORDER.contains(&s.as_str()));
     let label_filter = q
         .label
@@ -501,7 +502,7 @@ async fn check_page(
     Extension(t): Extension<Arc<Templates>>,
     Path(key): Path<String>,
 ) -> Result<Response, AppError> {
-    let now = Utc::now();
+    let now = clock::now();
     let check = find(&state, &key).await?;
     let explanation = crate::explain::explain(&check.spec, now);
     let windows: Vec<WindowRow> = check

@@ -28,6 +28,7 @@ use super::api::{self, CheckView};
 use super::auth::{scope_of, Denied};
 use super::error::AppError;
 use super::AppState;
+use crate::clock;
 use crate::config::Scope;
 use crate::domain::check::Check;
 use crate::domain::check::{format_duration, CheckInput, CheckSpec, FieldError, Schedule};
@@ -821,7 +822,7 @@ async fn list_flips(
             _ => {}
         }
     }
-    let now = Utc::now().timestamp_millis();
+    let now = clock::now_ms();
     let mut flips = state.store.list_flips(check.id, 1000).await?;
     flips.reverse();
     // Only up/down changes, as healthchecks records them.

@@ -216,11 +216,10 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts one delivery attempt.
-    pub fn notification_attempt(&self, receiver: &str, outcome: &str) {
-        self.notifications
-            .with_label_values(&[receiver, outcome])
-            .inc();
+    /// The delivery attempts counter (labels `receiver`, `outcome`), for
+    /// the deliverer to count into.
+    pub fn notification_attempts(&self) -> IntCounterVec {
+        self.notifications.clone()
     }
 
     /// Whether this replica is the one that evaluates and notifies.
@@ -259,7 +258,9 @@ mod tests {
         m.ping(PingKind::Success);
         m.ping(PingKind::Success);
         m.ping_rejected(Rejected::NotFound);
-        m.notification_attempt("hook", "delivered");
+        m.notification_attempts()
+            .with_label_values(&["hook", "delivered"])
+            .inc();
         m.set_leader(true);
         m.set_scrape_gauges(Some(3), Some(1), 1500);
         let text = String::from_utf8(m.encode()).unwrap();

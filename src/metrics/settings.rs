@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::config::{read_secret_file, Secret};
 use crate::notify::matcher::{is_label_name, parse_selector, Matcher};
+use crate::settings::{read_secret_file, Secret};
 
 /// Labels every per-check series has; a copied check label may not take their names.
 pub const RESERVED_LABELS: &[&str] = &["check", "name", "status"];

@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use prometheus::IntCounterVec;
 use rand::Rng;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -17,11 +18,11 @@ use tokio_util::task::TaskTracker;
 use super::dispatch::ms;
 use super::message::{zero_instant, Alert, AlertStatus, LabelSet, Message};
 use super::receiver::{Receiver, SendContext, SendError};
+use super::settings::DeliverySettings;
 use super::NotifyConfig;
+use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
-use crate::evaluator::now_ms;
 use crate::lease::{is_leader, remaining, LeaderWatch};
-use crate::metrics::Metrics;
 use crate::store::notify::{
     AlertQuery, AttemptResult, NewNotification, NotificationRecord, KIND_ALERTS, KIND_UNDELIVERED,
 };
@@ -29,39 +30,6 @@ use crate::store::Store;
 
 /// An attempt starts only while the lease outlives its timeout by this much.
 const LEASE_MARGIN: Duration = Duration::from_millis(250);
-
-/// Retry and concurrency settings (`[notifications]` in the config).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeliverySettings {
-    /// Attempts before a notification becomes a dead letter.
-    pub max_attempts: u32,
-    /// The first retry waits up to this long; each further one twice as long.
-    pub retry_base: Duration,
-    /// No retry waits longer than this.
-    pub retry_max: Duration,
-    /// Attempts in flight at once, over all receivers.
-    pub concurrency: usize,
-    /// Attempts in flight at once to one receiver.
-    pub per_receiver: usize,
-    /// How often dead letters are retried and reported.
-    pub sweep_interval: Duration,
-    /// Dead letters older than this are no longer retried.
-    pub dead_letter_retry_for: Duration,
-}
-
-impl Default for DeliverySettings {
-    fn default() -> Self {
-        DeliverySettings {
-            max_attempts: 3,
-            retry_base: Duration::from_secs(2),
-            retry_max: Duration::from_secs(300),
-            concurrency: 32,
-            per_receiver: 4,
-            sweep_interval: Duration::from_secs(900),
-            dead_letter_retry_for: Duration::from_secs(24 * 3600),
-        }
-    }
-}
 
 /// The wait before retry number `attempt` (1 = the first retry): uniform in
 /// `[0, min(max, base · 2^(attempt-1))]` ("full jitter"); `unit` in [0, 1).
@@ -167,8 +135,8 @@ pub struct Deliverer {
     /// This replica's leadership; `None` (in tests that drive `tick`) means
     /// always leader.
     leader: Option<LeaderWatch>,
-    /// Counts every attempt, when set.
-    metrics: Option<Arc<Metrics>>,
+    /// Counts every attempt by receiver and outcome, when set.
+    attempts: Option<IntCounterVec>,
     /// Configuration reloads to follow.
     updates: Option<tokio::sync::watch::Receiver<Arc<NotifyConfig>>>,
 }
@@ -205,7 +173,7 @@ impl Deliverer {
             last_sweep: now_ms(),
             config,
             leader: None,
-            metrics: None,
+            attempts: None,
             updates: None,
         }
     }
@@ -226,9 +194,10 @@ impl Deliverer {
         }
     }
 
-    /// Counts every delivery attempt in `overdue_notifications_total` from now on.
-    pub fn set_metrics(&mut self, metrics: Arc<Metrics>) {
-        self.metrics = Some(metrics);
+    /// Counts every delivery attempt in `attempts` (labels `receiver` and
+    /// `outcome`: `overdue_notifications_total`) from now on.
+    pub fn count_attempts(&mut self, attempts: IntCounterVec) {
+        self.attempts = Some(attempts);
     }
 
     /// Starts an attempt for every due notification that has a free slot;
@@ -279,7 +248,7 @@ impl Deliverer {
                 settings: self.config.delivery.clone(),
                 in_flight: self.in_flight.clone(),
                 wake: self.wake.clone(),
-                metrics: self.metrics.clone(),
+                attempts: self.attempts.clone(),
             };
             self.tasks.spawn(async move {
                 job.run(n, false).await;
@@ -359,7 +328,7 @@ impl Deliverer {
                     settings: self.config.delivery.clone(),
                     in_flight: self.in_flight.clone(),
                     wake: self.wake.clone(),
-                    metrics: self.metrics.clone(),
+                    attempts: self.attempts.clone(),
                 };
                 if !self.claim(&n.id) {
                     continue;
@@ -479,7 +448,7 @@ struct Attempt {
     settings: DeliverySettings,
     in_flight: Arc<Mutex<Claims>>,
     wake: Arc<Notify>,
-    metrics: Option<Arc<Metrics>>,
+    attempts: Option<IntCounterVec>,
 }
 
 impl Attempt {
@@ -490,8 +459,9 @@ impl Attempt {
         let at = now_ms();
         let result = self.attempt(&n, sweep, at).await;
         let latency = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
-        if let Some(m) = &self.metrics {
-            m.notification_attempt(&n.receiver, crate::store::notify::outcome(&result));
+        if let Some(attempts) = &self.attempts {
+            let outcome = crate::store::notify::outcome(&result);
+            attempts.with_label_values(&[&n.receiver, outcome]).inc();
         }
         let recorded = match self.store.record_attempt(&n.id, at, latency, &result).await {
             Ok(()) => Some(result.clone()),

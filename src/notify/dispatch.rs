@@ -20,10 +20,12 @@ use super::message::{
 use super::route::{Route, RouteTree};
 use super::silence::Silence;
 use super::NotifyConfig;
+use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
-use crate::lease::{is_leader, LeaderWatch};
+use crate::lease::LeaderWatch;
 use crate::store::notify::{AlertQuery, AlertSource, NewNotification, KIND_ALERTS};
 use crate::store::Store;
+use crate::worker::{self, LeaderWorker};
 
 /// How often every open incident is read again, so nothing depends on a
 /// notice alone.
@@ -96,6 +98,8 @@ pub struct Dispatcher {
     silences: Vec<Silence>,
     rx: mpsc::UnboundedReceiver<DispatchNotice>,
     delivery: Arc<Notify>,
+    /// When every open alert was last read again ([`RESYNC`]).
+    last_resync: UnixMs,
 }
 
 impl Dispatcher {
@@ -121,6 +125,7 @@ impl Dispatcher {
                 silences,
                 rx,
                 delivery,
+                last_resync: 0,
             },
             DispatchHandle { tx },
         )
@@ -664,78 +669,55 @@ impl Dispatcher {
 
     /// Runs until `stop` fires; dispatches only while this replica leads
     /// (each term starts from what the database says was sent).
-    pub async fn run(mut self, stop: CancellationToken, mut leader: LeaderWatch) {
-        loop {
-            while !is_leader(&leader.borrow()) {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    changed = leader.changed() => if changed.is_err() { return },
-                    notice = self.rx.recv() => match notice {
-                        None => return,
-                        // A follower keeps only the configuration: a term
-                        // starts from the database with the newest one.
-                        Some(DispatchNotice::Config(config)) => self.config = config,
-                        Some(_) => {}
-                    },
-                }
-            }
-            if !self.lead(&stop, &mut leader).await {
-                return;
-            }
-            tracing::info!("dispatcher stopped: this replica no longer leads");
+    pub async fn run(self, stop: CancellationToken, leader: LeaderWatch) {
+        worker::run(self, stop, leader).await;
+    }
+}
+
+impl LeaderWorker for Dispatcher {
+    type Notice = DispatchNotice;
+    const NAME: &'static str = "dispatcher";
+    const LOAD_RETRY: Duration = Duration::from_millis(RETRY_MS as u64);
+
+    fn notices(&mut self) -> &mut mpsc::UnboundedReceiver<DispatchNotice> {
+        &mut self.rx
+    }
+
+    fn follow(&mut self, notice: DispatchNotice) {
+        // A follower keeps only the configuration: a term starts from the
+        // database with the newest one.
+        if let DispatchNotice::Config(config) = notice {
+            self.config = config;
         }
     }
 
-    /// One term as leader; false when `stop` fired.
-    async fn lead(&mut self, stop: &CancellationToken, leader: &mut LeaderWatch) -> bool {
-        let now_ms = crate::evaluator::now_ms;
+    fn forget(&mut self) {
         self.alerts.clear();
         self.groups.clear();
         self.schedule.clear();
-        while let Err(e) = self.load(now_ms()).await {
-            tracing::error!(error = %format!("{e:#}"), "dispatcher cannot load; retrying");
-            tokio::select! {
-                _ = stop.cancelled() => return false,
-                _ = tokio::time::sleep(Duration::from_millis(RETRY_MS as u64)) => {}
-            }
-            if !is_leader(&leader.borrow()) {
-                return true;
-            }
+    }
+
+    async fn load_term(&mut self, now: UnixMs) -> anyhow::Result<()> {
+        self.load(now).await?;
+        self.last_resync = now_ms();
+        Ok(())
+    }
+
+    async fn step(&mut self, now: UnixMs) -> Duration {
+        if now - self.last_resync >= ms(RESYNC) {
+            self.resync(now).await;
+            self.last_resync = now;
         }
-        let mut last_resync = now_ms();
-        loop {
-            let now = now_ms();
-            if now - last_resync >= ms(RESYNC) {
-                self.resync(now).await;
-                last_resync = now;
-            }
-            self.tick(now).await;
-            let until = self
-                .next_wake()
-                .unwrap_or(i64::MAX)
-                .min(last_resync + ms(RESYNC));
-            let wait = Duration::from_millis(u64::try_from(until - now_ms()).unwrap_or(0));
-            tokio::select! {
-                _ = stop.cancelled() => return false,
-                changed = leader.changed() => {
-                    if changed.is_err() {
-                        return false;
-                    }
-                    if !is_leader(&leader.borrow()) {
-                        return true;
-                    }
-                }
-                notice = self.rx.recv() => {
-                    let Some(notice) = notice else { return false };
-                    let now = now_ms();
-                    self.handle(notice, now).await;
-                    while let Ok(n) = self.rx.try_recv() {
-                        self.handle(n, now).await;
-                    }
-                }
-                _ = tokio::time::sleep(wait) => {}
-            }
-        }
+        self.tick(now).await;
+        let until = self
+            .next_wake()
+            .unwrap_or(i64::MAX)
+            .min(self.last_resync + ms(RESYNC));
+        Duration::from_millis(u64::try_from(until - now_ms()).unwrap_or(0))
+    }
+
+    async fn on_notice(&mut self, notice: DispatchNotice, now: UnixMs) {
+        self.handle(notice, now).await;
     }
 }
 

@@ -18,4 +18,4 @@ pub mod route;
 mod settings;
 pub mod silence;
 pub mod time_interval;
-pub use settings::{silence_from_record, NotifyConfig};
+pub use settings::{silence_from_record, DeliverySettings, NotifyConfig};

@@ -1,16 +1,49 @@
 //! The validated alerting configuration.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::deliver::DeliverySettings;
 use super::receiver::Receiver;
 use super::route::{Route, RouteTree};
 use super::silence::{Silence, SilenceInput, SilenceSource};
 use super::time_interval::NamedTimeInterval;
 use crate::domain::ping::UnixMs;
 use crate::store::notify::SilenceRecord;
+
+/// Retry and concurrency settings (`[notifications]` in the config).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliverySettings {
+    /// Attempts before a notification becomes a dead letter.
+    pub max_attempts: u32,
+    /// The first retry waits up to this long; each further one twice as long.
+    pub retry_base: Duration,
+    /// No retry waits longer than this.
+    pub retry_max: Duration,
+    /// Attempts in flight at once, over all receivers.
+    pub concurrency: usize,
+    /// Attempts in flight at once to one receiver.
+    pub per_receiver: usize,
+    /// How often dead letters are retried and reported.
+    pub sweep_interval: Duration,
+    /// Dead letters older than this are no longer retried.
+    pub dead_letter_retry_for: Duration,
+}
+
+impl Default for DeliverySettings {
+    fn default() -> Self {
+        DeliverySettings {
+            max_attempts: 3,
+            retry_base: Duration::from_secs(2),
+            retry_max: Duration::from_secs(300),
+            concurrency: 32,
+            per_receiver: 4,
+            sweep_interval: Duration::from_secs(900),
+            dead_letter_retry_for: Duration::from_secs(24 * 3600),
+        }
+    }
+}
 
 /// The validated alerting configuration.
 #[derive(Debug, Clone, Default)]

@@ -18,6 +18,7 @@ use super::webhook::{idempotency_value, IDEMPOTENCY_KEY};
 use super::{
     positive_duration, AlertmanagerInput, SendContext, SendError, DEFAULT_REFRESH_INTERVAL,
 };
+use crate::clock;
 use crate::notify::message::{AlertStatus, LabelSet, Message, ALERTNAME_CHECK};
 
 /// A firing alert stays active this many refresh intervals after it was sent.
@@ -90,7 +91,7 @@ impl Alertmanager {
     }
 
     pub async fn send(&self, ctx: &SendContext, message: &Message) -> Result<(), SendError> {
-        let alerts = postable_alerts(message, Utc::now(), self.refresh_interval);
+        let alerts = postable_alerts(message, clock::now(), self.refresh_interval);
         let body = serde_json::to_vec(&alerts)
             .map_err(|e| SendError::Permanent(format!("cannot encode the alerts: {e}")))?;
         let mut headers = self.headers.clone();

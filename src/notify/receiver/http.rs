@@ -9,6 +9,7 @@ use reqwest::{StatusCode, Url};
 
 use super::guard::denied_in;
 use super::{error_chain, SendContext, SendError};
+use crate::clock;
 
 /// How much of an error response's body goes into the error message.
 const BODY_SNIPPET: usize = 200;
@@ -122,7 +123,7 @@ pub(super) async fn post(
         .headers()
         .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        .and_then(|v| parse_retry_after(v, clock::now().into()));
     let redirected_to = response
         .headers()
         .get(LOCATION)

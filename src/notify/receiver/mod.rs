@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::config::{parse_duration, read_secret_file, Secret};
 use crate::notify::message::Message;
+use crate::settings::{parse_duration, read_secret_file, Secret};
 
 pub use guard::TargetPolicy;
 pub use http::parse_retry_after;

@@ -9,8 +9,8 @@ use sha2::Sha256;
 use super::http::{parse_headers, parse_http_url, post, shown_url};
 use super::template::Templates;
 use super::{optional_secret, SendContext, SendError, WebhookInput};
-use crate::config::Secret;
 use crate::notify::message::Message;
+use crate::settings::Secret;
 
 /// The header every attempt of one notification carries with the same value.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");

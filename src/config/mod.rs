@@ -1,5 +1,15 @@
 //! Settings: embedded documented defaults, then a TOML file, then `OVERDUE_*`
 //! environment variables; validated once, reporting every problem together.
+//!
+//! Each section's settings type lives with the part it configures
+//! (`notify`, `metrics`) and imports only the `settings` leaf, never this
+//! module. The sections of `http` live here instead: `http` holds the whole
+//! [`Config`], so settings types inside it would make a circle.
+
+/// `[dashboard]`: basic-auth users and the session cookie.
+pub mod dashboard;
+/// `[rate_limit]`: ping rates per check and per client address.
+pub mod rate_limit;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -14,20 +24,20 @@ use ipnet::IpNet;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
+use self::dashboard::{DashboardInput, DashboardSettings};
+use self::rate_limit::{RateLimitInput, RateLimitSettings};
 use crate::domain::check::{CheckInput, CheckSpec};
-use crate::http::rate_limit::{RateLimitInput, RateLimitSettings};
-use crate::http::ui_settings::{DashboardInput, DashboardSettings};
 use crate::metrics::settings::{MetricsInput, MetricsSettings};
-use crate::notify::deliver::DeliverySettings;
 use crate::notify::receiver::guard::{TargetPolicy, WebhooksInput};
 use crate::notify::receiver::{Receiver, ReceiverInput};
 use crate::notify::route::{RouteDefaults, RouteInput, RouteTree};
 use crate::notify::silence::{Silence, SilenceInput, SilenceSource};
 use crate::notify::time_interval::{NamedTimeInterval, TimeIntervalInput};
-use crate::notify::NotifyConfig;
+use crate::notify::{DeliverySettings, NotifyConfig};
+use crate::settings::{format_duration, parse_duration, read_secret_file, Secret};
 
 /// The documented defaults, compiled into the binary.
-pub const DEFAULT_CONFIG: &str = include_str!("config.default.toml");
+pub const DEFAULT_CONFIG: &str = include_str!("../config.default.toml");
 
 /// The largest `ping_batch_max`.
 pub const PING_BATCH_MAX_LIMIT: usize = 2048;
@@ -35,39 +45,6 @@ pub const PING_BATCH_MAX_LIMIT: usize = 2048;
 /// The largest ping body (16 MiB): a longer one is answered 413, so it is
 /// also the largest `ping_body_limit`.
 pub const MAX_PING_BODY: usize = 16 << 20;
-
-/// A value that must never appear in logs, `Debug` output or API responses.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-    /// The secret itself, for the few places that must use it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(value: &str) -> Self {
-        Secret(value.to_string())
-    }
-}
-
-impl<'de> Deserialize<'de> for Secret {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(Secret)
-    }
-}
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,7 +291,7 @@ impl Config {
         if let Some(r) = retention.filter(|r| *r < Duration::from_secs(3600)) {
             f.errors.push(format!(
                 "retention: must be at least 1h, got {}",
-                humantime::format_duration(r)
+                format_duration(r)
             ));
         }
         let ping_log_limit: Option<u32> = f.get("ping_log_limit");
@@ -412,8 +389,8 @@ impl Config {
             if l < h * 2 {
                 errors.push(format!(
                     "lease_ttl: {} must be at least twice heartbeat_period ({})",
-                    humantime::format_duration(l),
-                    humantime::format_duration(h)
+                    format_duration(l),
+                    format_duration(h)
                 ));
             }
         }
@@ -428,8 +405,8 @@ impl Config {
                         errors.push(format!(
                             "receivers[{i}].timeout: {} must be shorter than 3/4 of lease_ttl ({}) \
                              with PostgreSQL, so a delivery never outlives the leader's lease",
-                            humantime::format_duration(r.timeout),
-                            humantime::format_duration(ttl)
+                            format_duration(r.timeout),
+                            format_duration(ttl)
                         ));
                     }
                 }
@@ -592,7 +569,7 @@ fn notify_config(f: &mut Fields<'_>) -> Option<NotifyConfig> {
         }
         Some(None) => None,
     };
-    let now = chrono::Utc::now().timestamp_millis();
+    let now = crate::clock::now_ms();
     let inputs: Option<Vec<Option<SilenceInput>>> = f.list("silences");
     let mut silences = Vec::new();
     match inputs {
@@ -768,7 +745,7 @@ impl Fields<'_> {
             return self.check(file_key, r).map(Some);
         }
         let value: Option<String> = self.optional(key)?;
-        Some(value.map(Secret))
+        Some(value.map(Secret::new))
     }
 
     fn secret(&mut self, key: &str, file_key: &str) -> Option<Secret> {
@@ -780,21 +757,6 @@ impl Fields<'_> {
             }
         }
     }
-}
-
-/// Reads a secret from a file, dropping one trailing newline.
-pub fn read_secret_file(path: &Path) -> Result<Secret, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let value = text.strip_suffix('\n').unwrap_or(&text);
-    let value = value.strip_suffix('\r').unwrap_or(value);
-    Ok(Secret(value.to_string()))
-}
-
-/// Parses a humantime duration such as `30s` or `2h 30m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{s:?} is not a duration like \"30s\" or \"2h\" ({e})"))
 }
 
 fn parse_socket_addr(s: &str) -> Result<SocketAddr, String> {
@@ -857,11 +819,10 @@ fn api_key(k: ApiKeyInput) -> Result<ApiKey, String> {
     } else {
         let key = match (k.key, k.key_file) {
             (Some(key), _) => key,
-            (None, Some(path)) => {
-                read_secret_file(&path)
-                    .map_err(|e| format!("key_file: {e}"))?
-                    .0
-            }
+            (None, Some(path)) => read_secret_file(&path)
+                .map_err(|e| format!("key_file: {e}"))?
+                .expose()
+                .to_string(),
             (None, None) => unreachable!("counted above"),
         };
         if key.len() < 16 {

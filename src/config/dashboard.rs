@@ -7,7 +7,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::{read_secret_file, Scope};
+use super::Scope;
+use crate::settings::{read_secret_file, Secret};
 
 /// `[dashboard]` as written.
 #[derive(Debug, Deserialize)]
@@ -24,7 +25,7 @@ pub struct DashboardInput {
 #[serde(deny_unknown_fields)]
 pub struct BasicUserInput {
     pub user: String,
-    pub password: Option<crate::config::Secret>,
+    pub password: Option<Secret>,
     pub password_file: Option<PathBuf>,
     /// `read` (default) or `write`.
     pub scope: Option<String>,

@@ -1,0 +1,66 @@
+//! The small value types every settings module shares: [`Secret`], secret
+//! files and durations.
+//!
+//! A leaf: it imports nothing of the crate. `config` builds the whole
+//! configuration from the settings types of `notify`, `metrics` and the
+//! rest; those import only this module, never `config`, so the arrows
+//! point one way.
+
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// A value that must never appear in logs, `Debug` output or API responses.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    /// The secret itself, for the few places that must use it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Self {
+        Secret(value.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Secret)
+    }
+}
+
+/// Reads a secret from a file, dropping one trailing newline.
+pub fn read_secret_file(path: &Path) -> Result<Secret, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let value = text.strip_suffix('\n').unwrap_or(&text);
+    let value = value.strip_suffix('\r').unwrap_or(value);
+    Ok(Secret(value.to_string()))
+}
+
+/// Parses a humantime duration such as `30s` or `2h 30m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{s:?} is not a duration like \"30s\" or \"2h\" ({e})"))
+}
+
+/// A duration as the config file writes it (`1h 30m`), for messages.
+pub fn format_duration(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
