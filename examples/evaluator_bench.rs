@@ -698,7 +698,7 @@ async fn run(args: &Args, db: &Path, loaded_at: LoadedAt) -> anyhow::Result<serd
     let url = format!("sqlite://{}", db.display());
     let config = Config::from_toml(&format!("database_url = {}", toml_string(&url)))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let store = overdue::store::open(&config).await?;
+    let store = overdue::store::open(config.database()).await?;
 
     // Bulk load in a child process.
     let exe = std::env::current_exe()?;

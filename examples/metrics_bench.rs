@@ -141,7 +141,7 @@ async fn load(db: &Path, checks: usize) -> anyhow::Result<()> {
     let config = Config::from_toml(&format!("database_url = {:?}", url))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     // Creates the database and applies the migrations.
-    drop(overdue::store::open(&config).await?);
+    drop(overdue::store::open(config.database()).await?);
     let mut conn = sqlx::SqliteConnection::connect(&url).await?;
     let now = now_ms();
     let mut from = 1;

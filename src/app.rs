@@ -62,7 +62,7 @@ pub async fn run_with_metrics_listener(
     // Held until this function returns: a second process on the same SQLite
     // file is refused instead of corrupting it.
     let _sqlite_lock = lock_sqlite_file(&config)?;
-    let store = crate::store::open(&config).await?;
+    let store = crate::store::open(config.database()).await?;
     let tracker = TaskTracker::new();
     let workers_stop = CancellationToken::new();
 

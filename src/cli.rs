@@ -531,7 +531,7 @@ fn server(config_file: Option<&Path>, log_format: Option<&str>, command: &Comman
     let result = runtime.block_on(async move {
         match command {
             Command::Migrate => {
-                crate::store::migrate(&config).await?;
+                crate::store::migrate(config.database()).await?;
                 tracing::info!("migrations applied");
                 Ok(())
             }

@@ -491,7 +491,7 @@ async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) 
     use crate::reconcile::Live;
 
     let config = Arc::new(config);
-    let store = crate::store::open(&config)
+    let store = crate::store::open(config.database())
         .await
         .expect("the fuzz server's database opens");
     let observed = Arc::new(Observed::new(Vec::new(), config.heartbeat_period));

@@ -64,3 +64,28 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 pub fn format_duration(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
+
+/// SQLite's `synchronous` pragma: what a committed ping survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqliteSynchronous {
+    /// Survives a crash of the process (kill -9), not power loss.
+    Normal,
+    /// Also survives power loss: an fsync per commit.
+    Full,
+}
+
+/// The largest `ping_batch_max`.
+pub const PING_BATCH_MAX_LIMIT: usize = 2048;
+
+/// True for `postgres://` and `postgresql://` URLs.
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// What the store needs of the configuration to open the database.
+#[derive(Debug, Clone, Copy)]
+pub struct DatabaseSettings<'a> {
+    pub url: &'a Secret,
+    pub lease_ttl: Duration,
+    pub sqlite_synchronous: SqliteSynchronous,
+}

@@ -502,7 +502,7 @@ both_backends!(
 
         let db = TestDb::new(backend).await;
         let config = overdue::config::Config::from_toml(&db.config_toml("")).unwrap();
-        let store = overdue::store::open(&config).await.unwrap();
+        let store = overdue::store::open(config.database()).await.unwrap();
         let now = now_ms();
         let (_, touched) = common::daily_check_pinged(&store, now).await;
         assert_eq!(touched.len(), 1, "the fold touched the check");
@@ -558,7 +558,7 @@ both_backends!(
 
         let db = TestDb::new(backend).await;
         let config = overdue::config::Config::from_toml(&db.config_toml("")).unwrap();
-        let store = overdue::store::open(&config).await.unwrap();
+        let store = overdue::store::open(config.database()).await.unwrap();
         let now = Utc::now().timestamp_millis();
         let t0 = now - 21_000;
         let spec = CheckSpec::from_input(

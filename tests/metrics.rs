@@ -325,7 +325,7 @@ both_backends!(
     |backend| async move {
         let db = TestDb::new(backend).await;
         let config = Config::from_toml(&db.config_toml("")).unwrap();
-        let store = overdue::store::open(&config).await.unwrap();
+        let store = overdue::store::open(config.database()).await.unwrap();
         let now = now_ms();
         let check = store
             .create_check(&CheckSpec::with_slug("gone"), CheckSource::Api, now)
@@ -352,7 +352,7 @@ both_backends!(
     |backend| async move {
         let db = TestDb::new(backend).await;
         let config = Config::from_toml(&db.config_toml("")).unwrap();
-        let store = overdue::store::open(&config).await.unwrap();
+        let store = overdue::store::open(config.database()).await.unwrap();
         let now = now_ms();
         let check = store
             .create_check(&CheckSpec::with_slug("held"), CheckSource::Api, now)
@@ -379,7 +379,7 @@ both_backends!(
     |backend| async move {
         let db = TestDb::new(backend).await;
         let config = Config::from_toml(&db.config_toml("")).unwrap();
-        let store = overdue::store::open(&config).await.unwrap();
+        let store = overdue::store::open(config.database()).await.unwrap();
         let now = now_ms();
         common::daily_check_pinged(&store, now).await;
         let observed = Arc::new(Observed::new(Vec::new(), config.heartbeat_period));

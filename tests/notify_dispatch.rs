@@ -71,7 +71,7 @@ impl Rig {
     async fn new(backend: Backend, toml: &str) -> Rig {
         let db = TestDb::new(backend).await;
         let config = Config::from_toml(&db.config_toml(toml)).unwrap();
-        let store = overdue::store::open(&config).await.unwrap();
+        let store = overdue::store::open(config.database()).await.unwrap();
         Rig { db, store, config }
     }
 

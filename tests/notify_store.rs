@@ -18,7 +18,7 @@ use overdue::store::{CheckSource, Store, StoreError, StoredStatus, Transition};
 async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
     let db = TestDb::new(backend).await;
     let config = Config::from_toml(&db.config_toml("")).unwrap();
-    let store = overdue::store::open(&config).await.unwrap();
+    let store = overdue::store::open(config.database()).await.unwrap();
     (db, store)
 }
 

@@ -16,7 +16,7 @@ use overdue::store::{CheckSource, Store, StoreError};
 async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
     let db = TestDb::new(backend).await;
     let config = Config::from_toml(&db.config_toml("")).unwrap();
-    let store = overdue::store::open(&config).await.unwrap();
+    let store = overdue::store::open(config.database()).await.unwrap();
     (db, store)
 }
 
@@ -294,7 +294,7 @@ async fn postgres_folds_see_what_another_replica_wrote() {
     }
     let (db, a) = open(Backend::Postgres).await;
     let config = Config::from_toml(&db.config_toml("")).unwrap();
-    let b = overdue::store::open(&config).await.unwrap();
+    let b = overdue::store::open(config.database()).await.unwrap();
     let c = a
         .create_check(
             &spec(r#"{"slug":"r","manual_resume":true}"#),

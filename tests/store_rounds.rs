@@ -18,7 +18,7 @@ use overdue::store::{CheckSource, Store};
 
 async fn open(db: &TestDb) -> Arc<dyn Store> {
     let config = Config::from_toml(&db.config_toml("")).unwrap();
-    overdue::store::open(&config).await.unwrap()
+    overdue::store::open(config.database()).await.unwrap()
 }
 
 fn spec(json: &str) -> CheckSpec {

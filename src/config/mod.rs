@@ -34,13 +34,13 @@ use crate::notify::route::{RouteDefaults, RouteInput, RouteTree};
 use crate::notify::silence::{Silence, SilenceInput, SilenceSource};
 use crate::notify::time_interval::{NamedTimeInterval, TimeIntervalInput};
 use crate::notify::{DeliverySettings, NotifyConfig};
-use crate::settings::{format_duration, parse_duration, read_secret_file, Secret};
+use crate::settings::{
+    format_duration, parse_duration, read_secret_file, DatabaseSettings, Secret,
+};
+pub use crate::settings::{is_postgres_url, SqliteSynchronous, PING_BATCH_MAX_LIMIT};
 
 /// The documented defaults, compiled into the binary.
 pub const DEFAULT_CONFIG: &str = include_str!("../config.default.toml");
-
-/// The largest `ping_batch_max`.
-pub const PING_BATCH_MAX_LIMIT: usize = 2048;
 
 /// The largest ping body (16 MiB): a longer one is answered 413, so it is
 /// also the largest `ping_body_limit`.
@@ -51,15 +51,6 @@ pub const MAX_PING_BODY: usize = 16 << 20;
 pub enum LogFormat {
     Text,
     Json,
-}
-
-/// SQLite's `synchronous` pragma: what a committed ping survives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SqliteSynchronous {
-    /// Survives a crash of the process (kill -9), not power loss.
-    Normal,
-    /// Also survives power loss: an fsync per commit.
-    Full,
 }
 
 /// What an API key may do.
@@ -443,15 +434,19 @@ impl Config {
         })
     }
 
+    /// What the store needs to open the database.
+    pub fn database(&self) -> DatabaseSettings<'_> {
+        DatabaseSettings {
+            url: &self.database_url,
+            lease_ttl: self.lease_ttl,
+            sqlite_synchronous: self.sqlite_synchronous,
+        }
+    }
+
     /// True when the database is PostgreSQL.
     pub fn is_postgres(&self) -> bool {
         is_postgres_url(self.database_url.expose())
     }
-}
-
-/// True for `postgres://` and `postgresql://` URLs.
-pub fn is_postgres_url(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
 /// `[notifications]`: delivery settings.

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::config::Config;
 use crate::domain::check::CheckSpec;
 use crate::domain::fold::Ping;
 use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::{Reason, Status};
+use crate::settings::{is_postgres_url, DatabaseSettings};
 
 pub mod checks; // checks and their history: the SQL both backends share, written once
 mod dialect; // what each backend does its own way, for the code both share
@@ -307,15 +307,15 @@ pub trait Store:
 }
 
 /// Opens the store the config names and applies pending migrations.
-pub async fn open(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
-    let url = config.database_url.expose();
-    if config.is_postgres() {
+pub async fn open(db: DatabaseSettings<'_>) -> anyhow::Result<Arc<dyn Store>> {
+    let url = db.url.expose();
+    if is_postgres_url(url) {
         Ok(Arc::new(
-            postgres::PgStore::connect_with_lease(url, config.lease_ttl).await?,
+            postgres::PgStore::connect_with_lease(url, db.lease_ttl).await?,
         ))
     } else if url.starts_with("sqlite:") {
         Ok(Arc::new(
-            sqlite::SqliteStore::connect(url, config.sqlite_synchronous).await?,
+            sqlite::SqliteStore::connect(url, db.sqlite_synchronous).await?,
         ))
     } else {
         anyhow::bail!("database_url: unsupported scheme (use sqlite:// or postgres://)")
@@ -323,8 +323,8 @@ pub async fn open(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
 }
 
 /// Applies migrations only (`overdue migrate`).
-pub async fn migrate(config: &Config) -> anyhow::Result<()> {
-    open(config).await.map(|_| ())
+pub async fn migrate(db: DatabaseSettings<'_>) -> anyhow::Result<()> {
+    open(db).await.map(|_| ())
 }
 
 #[cfg(test)]

@@ -90,10 +90,10 @@ async fn checkpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config;
     use crate::domain::check::CheckSpec;
     use crate::domain::fold::Ping;
     use crate::domain::ping::PingKind;
+    use crate::settings as config;
     use crate::store::checks::CheckStore;
     use crate::store::sqlite::SqliteStore;
     use crate::store::{CheckSource, Store};

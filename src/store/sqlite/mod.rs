@@ -32,9 +32,9 @@ use self::checkpoint::{checkpointer, AUTOCHECKPOINT_PAGES};
 use self::text::transitions_sql;
 use self::writer::{Writer, WRITER_STATEMENTS};
 use super::{EvalCheck, Folded, Store, StoreError, Touched, Transition, TransitionRows};
-use crate::config;
 use crate::domain::fold::{Ping, StoredPing};
 use crate::domain::ping::UnixMs;
+use crate::settings as config;
 
 /// The SQLite implementation of [`Store`].
 pub struct SqliteStore {

@@ -9,9 +9,9 @@ use std::time::Instant;
 use sqlx::sqlite::SqliteConnection;
 
 use super::rounds::{Chunk, ChunkShape, Final, CHUNK_PINGS};
-use crate::config;
 use crate::domain::fold::{plan_fold, FoldPlan, StoredPing};
 use crate::domain::ping::{clamp_items, PingKind, RunChange, UnixMs};
+use crate::settings as config;
 use crate::store::{InboxRow, StoreError, WriterCheck, WriterRow, INBOX_COLUMNS, WRITER_COLUMNS};
 
 /// What the single ping writer owns: its connection and the summaries it keeps.
