@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::fold::Locked;
+use crate::store::WriterCheck as Locked;
 use super::PgStore;
 use crate::domain::ping::{RunChange, Summary};
 use crate::store::{StoreError, Transition, TransitionRows, QUIET_EVENT};

@@ -1,24 +1,23 @@
-//! Rounds: once a second, what the writer folded (summaries, runs, events,
-//! the per-check ping index) is written out sorted by check, in chunks of one
-//! short transaction each, on prepared statements.
+//! What a round writes: once a second, what the writer folded (summaries,
+//! runs, events, the per-check ping index) is written out sorted by check, in
+//! chunks of one short transaction each, on prepared statements. The writer
+//! (writer.rs) cuts the chunks and sends them.
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::text::{opt_text, text};
-use super::writer::{Cached, Writer};
 use crate::domain::fold::OVERLAP_EVENT;
 use crate::domain::ping::{RunChange, UnixMs};
-use crate::store::{Folded, StoreError, Touched};
+use crate::store::{StoreError, WriterCheck};
 
 /// How often the pings folded in memory are written out. A round writes them
 /// sorted by check, so each page of the ping log's index and of the summaries
 /// is written about once per round instead of once per fold (PERF-NOTES.md:
 /// with pings spread over many checks, those page writes are the limit).
-const ROUND_EVERY: Duration = Duration::from_millis(1_000);
+pub(super) const ROUND_EVERY: Duration = Duration::from_millis(1_000);
 /// A round starts early once this many folded pings wait for it.
-const ROUND_MAX_PINGS: usize = 50_000;
+pub(super) const ROUND_MAX_PINGS: usize = 50_000;
 
 /// Ping-index entries per chunk of a round (and at most as many summaries).
 /// Each chunk is one short transaction (1–1.5 ms with pings spread over
@@ -29,7 +28,7 @@ pub(super) const CHUNK_PINGS: usize = 500;
 /// (with `folded_through`), the runs and events its pings made.
 pub(super) struct Final {
     pub(super) check_id: i64,
-    pub(super) state: Cached,
+    pub(super) state: WriterCheck,
     pub(super) runs: Vec<RunChange>,
     pub(super) overlaps: Vec<(UnixMs, String)>,
     pub(super) resumed: bool,
@@ -47,157 +46,22 @@ pub(super) struct Chunk {
     pub(super) through: Option<i64>,
 }
 
-impl Writer {
-    /// Hands the evaluator what appends changed since the last call, then
-    /// writes one chunk of the round under way (starting a round when one is
-    /// due); see [`crate::store::Store::fold`].
-    pub(super) async fn fold(&mut self) -> Result<Folded, StoreError> {
-        let touched = std::mem::take(&mut self.touched)
-            .into_iter()
-            .filter_map(|id| {
-                self.checks.get(&id).map(|c| Touched {
-                    check_id: id,
-                    summary: c.summary.clone(),
-                    paused: c.paused,
-                })
-            })
-            .collect();
-        if self.round.is_empty() && self.round_due() {
-            self.start_round();
-        }
-        self.write_next_chunk().await?;
-        Ok(Folded {
-            pings: std::mem::take(&mut self.appended),
-            touched,
-            more: false,
-            writing: !self.round.is_empty(),
-        })
-    }
-
-    /// Writes everything folded so far (on shutdown).
-    pub(super) async fn flush(&mut self) -> Result<(), StoreError> {
-        if self.round.is_empty() && self.has_unwritten() {
-            self.start_round();
-        }
-        while !self.round.is_empty() {
-            self.write_next_chunk().await?;
-        }
-        Ok(())
-    }
-
-    fn has_unwritten(&self) -> bool {
-        !self.dirty.is_empty() || self.appended_through > self.written_through
-    }
-
-    fn round_due(&self) -> bool {
-        self.has_unwritten()
-            && (self.round_started.elapsed() >= ROUND_EVERY || self.dirty_pings >= ROUND_MAX_PINGS)
-    }
-
-    /// Cuts what folds changed into chunks, sorted by check, each check's
-    /// summary taken as it is now.
-    fn start_round(&mut self) {
-        let dirty = std::mem::take(&mut self.dirty);
-        self.dirty_pings = 0;
-        self.round_started = Instant::now();
-        let mut chunks = VecDeque::new();
-        let mut chunk = Chunk::default();
-        for (check_id, d) in dirty {
-            // Deleted since: nothing of it is written.
-            let Some(state) = self.checks.get(&check_id).cloned() else {
-                continue;
-            };
-            for id in d.pings {
-                if chunk.pings.len() >= CHUNK_PINGS {
-                    chunks.push_back(std::mem::take(&mut chunk));
-                }
-                chunk.pings.push((check_id, id));
-            }
-            if chunk.finals.len() >= CHUNK_PINGS {
-                chunks.push_back(std::mem::take(&mut chunk));
-            }
-            chunk.finals.push(Final {
-                check_id,
-                state,
-                runs: d.runs,
-                overlaps: d.overlaps,
-                resumed: d.resumed,
-            });
-        }
-        chunk.through = Some(self.appended_through);
-        chunks.push_back(chunk);
-        self.round = chunks;
-    }
-
-    /// Writes the round's next chunk in one transaction: one call on its
-    /// prepared statement ([`chunk_statement`]), and a second for the
-    /// extras of the rare chunk that has some ([`chunk_extras`]).
-    pub(super) async fn write_next_chunk(&mut self) -> Result<(), StoreError> {
-        let Some(chunk) = self.round.front() else {
-            return Ok(());
-        };
-        let mut extras = chunk_extras(chunk);
-        let shape = ChunkShape {
-            index_rows: chunk_rows(chunk.pings.len()),
-            summary_rows: chunk_rows(chunk.finals.len()),
-            through: chunk.through.is_some(),
-            commit: extras.is_empty(),
-        };
-        let sql = self
-            .chunk_sql
-            .entry(shape)
-            .or_insert_with(|| chunk_statement(shape));
-        let mut query = sqlx::query(sql.as_str());
-        for (check_id, id) in &chunk.pings {
-            query = query.bind(*check_id).bind(*id);
-        }
-        for _ in chunk.pings.len()..shape.index_rows {
-            query = query.bind(None::<i64>).bind(None::<i64>);
-        }
-        for f in &chunk.finals {
-            query = bind_summary(query, f.check_id, &f.state)?;
-        }
-        for _ in chunk.finals.len()..shape.summary_rows {
-            for _ in 0..SUMMARY_COLUMNS {
-                query = query.bind(None::<i64>);
-            }
-        }
-        if let Some(through) = chunk.through {
-            query = query.bind(through);
-        }
-        if let Err(e) = query.execute(&mut self.conn).await {
-            return Err(self.abandon(e).await);
-        }
-        if !shape.commit {
-            // On failure, execute_batch rolls back itself.
-            extras.push_str("COMMIT;");
-            self.execute_batch(&extras).await?;
-        }
-        if let Some(chunk) = self.round.pop_front() {
-            if let Some(through) = chunk.through {
-                self.written_through = through;
-            }
-        }
-        Ok(())
-    }
-}
-
 /// The shape of a chunk's prepared statement: its row counts padded by
 /// [`chunk_rows`], whether it moves `ping_rounds.through` (a round's last
 /// chunk), and whether it commits. A chunk with runs, resumed checks or
 /// overlap events (rare) sends those as SQL text after it, with the COMMIT.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(super) struct ChunkShape {
-    index_rows: usize,
-    summary_rows: usize,
-    through: bool,
-    commit: bool,
+    pub(super) index_rows: usize,
+    pub(super) summary_rows: usize,
+    pub(super) through: bool,
+    pub(super) commit: bool,
 }
 
 /// Ping-index entries or summaries of a chunk, padded to a power of two so
 /// that the writer keeps a few dozen chunk statements at most (both are at
 /// most [`CHUNK_PINGS`]).
-fn chunk_rows(rows: usize) -> usize {
+pub(super) fn chunk_rows(rows: usize) -> usize {
     if rows == 0 {
         0
     } else {
@@ -206,13 +70,13 @@ fn chunk_rows(rows: usize) -> usize {
 }
 
 /// The parameters of one summary row, as [`bind_summary`] binds them.
-const SUMMARY_COLUMNS: usize = 19;
+pub(super) const SUMMARY_COLUMNS: usize = 19;
 
 /// A chunk's statement: `BEGIN IMMEDIATE`, its ping-index entries and its
 /// summaries as parameters (a row whose first value is NULL is padding and
 /// is not written), `through`, and `COMMIT`. SQLite parses and plans it once
 /// per connection; as SQL text, a chunk cost more to parse than to run.
-fn chunk_statement(shape: ChunkShape) -> String {
+pub(super) fn chunk_statement(shape: ChunkShape) -> String {
     let mut sql = String::from("BEGIN IMMEDIATE;\n");
     if shape.index_rows > 0 {
         // OR IGNORE: after a crash in the middle of a round, a check's
@@ -257,13 +121,14 @@ fn chunk_statement(shape: ChunkShape) -> String {
     sql
 }
 
-type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
+pub(super) type SqliteQuery<'q> =
+    sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
 
 /// Binds a summary row of [`chunk_statement`], in its column order.
-fn bind_summary<'q>(
+pub(super) fn bind_summary<'q>(
     query: SqliteQuery<'q>,
     check_id: i64,
-    c: &Cached,
+    c: &WriterCheck,
 ) -> Result<SqliteQuery<'q>, StoreError> {
     let s = &c.summary;
     let open_runs = serde_json::to_string(&s.open_runs).map_err(anyhow::Error::from)?;
@@ -292,7 +157,7 @@ fn bind_summary<'q>(
 /// What a chunk writes besides its index entries and summaries, as SQL text
 /// to run after [`chunk_statement`] in its transaction: runs opened and
 /// closed, checks a ping resumed, overlap events. Empty for most chunks.
-fn chunk_extras(chunk: &Chunk) -> String {
+pub(super) fn chunk_extras(chunk: &Chunk) -> String {
     let mut sql = String::new();
     let runs: Vec<(i64, RunChange)> = chunk
         .finals

@@ -8,11 +8,16 @@ use std::time::Instant;
 
 use sqlx::sqlite::SqliteConnection;
 
-use super::rounds::{Chunk, ChunkShape, Final, CHUNK_PINGS};
+use super::rounds::{
+    bind_summary, chunk_extras, chunk_rows, chunk_statement, Chunk, ChunkShape, Final, CHUNK_PINGS,
+    ROUND_EVERY, ROUND_MAX_PINGS, SUMMARY_COLUMNS,
+};
 use crate::domain::fold::{plan_fold, FoldPlan, StoredPing};
 use crate::domain::ping::{clamp_items, PingKind, RunChange, UnixMs};
 use crate::settings as config;
-use crate::store::{InboxRow, StoreError, WriterCheck, WriterRow, INBOX_COLUMNS, WRITER_COLUMNS};
+use crate::store::{
+    Folded, InboxRow, StoreError, Touched, WriterCheck, WriterRow, INBOX_COLUMNS, WRITER_COLUMNS,
+};
 
 /// What the single ping writer owns: its connection and the summaries it keeps.
 pub(super) struct Writer {
@@ -512,6 +517,142 @@ impl Writer {
         for row in rows {
             let (id, check) = row.into_parts()?;
             self.checks.insert(id, check);
+        }
+        Ok(())
+    }
+}
+
+/// Rounds (see rounds.rs for what a chunk writes).
+impl Writer {
+    /// Hands the evaluator what appends changed since the last call, then
+    /// writes one chunk of the round under way (starting a round when one is
+    /// due); see [`crate::store::Store::fold`].
+    pub(super) async fn fold(&mut self) -> Result<Folded, StoreError> {
+        let touched = std::mem::take(&mut self.touched)
+            .into_iter()
+            .filter_map(|id| {
+                self.checks.get(&id).map(|c| Touched {
+                    check_id: id,
+                    summary: c.summary.clone(),
+                    paused: c.paused,
+                })
+            })
+            .collect();
+        if self.round.is_empty() && self.round_due() {
+            self.start_round();
+        }
+        self.write_next_chunk().await?;
+        Ok(Folded {
+            pings: std::mem::take(&mut self.appended),
+            touched,
+            more: false,
+            writing: !self.round.is_empty(),
+        })
+    }
+
+    /// Writes everything folded so far (on shutdown).
+    pub(super) async fn flush(&mut self) -> Result<(), StoreError> {
+        if self.round.is_empty() && self.has_unwritten() {
+            self.start_round();
+        }
+        while !self.round.is_empty() {
+            self.write_next_chunk().await?;
+        }
+        Ok(())
+    }
+
+    fn has_unwritten(&self) -> bool {
+        !self.dirty.is_empty() || self.appended_through > self.written_through
+    }
+
+    fn round_due(&self) -> bool {
+        self.has_unwritten()
+            && (self.round_started.elapsed() >= ROUND_EVERY || self.dirty_pings >= ROUND_MAX_PINGS)
+    }
+
+    /// Cuts what folds changed into chunks, sorted by check, each check's
+    /// summary taken as it is now.
+    fn start_round(&mut self) {
+        let dirty = std::mem::take(&mut self.dirty);
+        self.dirty_pings = 0;
+        self.round_started = Instant::now();
+        let mut chunks = VecDeque::new();
+        let mut chunk = Chunk::default();
+        for (check_id, d) in dirty {
+            // Deleted since: nothing of it is written.
+            let Some(state) = self.checks.get(&check_id).cloned() else {
+                continue;
+            };
+            for id in d.pings {
+                if chunk.pings.len() >= CHUNK_PINGS {
+                    chunks.push_back(std::mem::take(&mut chunk));
+                }
+                chunk.pings.push((check_id, id));
+            }
+            if chunk.finals.len() >= CHUNK_PINGS {
+                chunks.push_back(std::mem::take(&mut chunk));
+            }
+            chunk.finals.push(Final {
+                check_id,
+                state,
+                runs: d.runs,
+                overlaps: d.overlaps,
+                resumed: d.resumed,
+            });
+        }
+        chunk.through = Some(self.appended_through);
+        chunks.push_back(chunk);
+        self.round = chunks;
+    }
+
+    /// Writes the round's next chunk in one transaction: one call on its
+    /// prepared statement ([`chunk_statement`]), and a second for the
+    /// extras of the rare chunk that has some ([`chunk_extras`]).
+    pub(super) async fn write_next_chunk(&mut self) -> Result<(), StoreError> {
+        let Some(chunk) = self.round.front() else {
+            return Ok(());
+        };
+        let mut extras = chunk_extras(chunk);
+        let shape = ChunkShape {
+            index_rows: chunk_rows(chunk.pings.len()),
+            summary_rows: chunk_rows(chunk.finals.len()),
+            through: chunk.through.is_some(),
+            commit: extras.is_empty(),
+        };
+        let sql = self
+            .chunk_sql
+            .entry(shape)
+            .or_insert_with(|| chunk_statement(shape));
+        let mut query = sqlx::query(sql.as_str());
+        for (check_id, id) in &chunk.pings {
+            query = query.bind(*check_id).bind(*id);
+        }
+        for _ in chunk.pings.len()..shape.index_rows {
+            query = query.bind(None::<i64>).bind(None::<i64>);
+        }
+        for f in &chunk.finals {
+            query = bind_summary(query, f.check_id, &f.state)?;
+        }
+        for _ in chunk.finals.len()..shape.summary_rows {
+            for _ in 0..SUMMARY_COLUMNS {
+                query = query.bind(None::<i64>);
+            }
+        }
+        if let Some(through) = chunk.through {
+            query = query.bind(through);
+        }
+        if let Err(e) = query.execute(&mut self.conn).await {
+            return Err(self.abandon(e).await);
+        }
+        if !shape.commit {
+            // On failure, execute_batch rolls back itself.
+            extras.push_str("COMMIT;");
+            self.execute_batch(&extras).await?;
+        }
+        if let Some(chunk) = self.round.pop_front() {
+            if let Some(through) = chunk.through {
+                self.written_through = through;
+            }
         }
         Ok(())
     }
