@@ -58,8 +58,8 @@ use overdue::domain::check::WindowInput;
 use overdue::domain::evaluate::Rules;
 use overdue::domain::ping::Summary;
 use overdue::domain::schedule::{parse_tz, CronSchedule};
-use overdue::evaluator::{Evaluator, Observed};
 use overdue::store::StoredStatus;
+use overdue::workers::evaluator::{Evaluator, Observed};
 
 const MINUTE: i64 = 60_000;
 const HOUR: i64 = 60 * MINUTE;
@@ -538,7 +538,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LoadedAt {
         // Status changes (INFO, no `checks` field) are the bulk of the
         // events: skip them without formatting anything.
         let meta = event.metadata();
-        if meta.target().starts_with("overdue::evaluator")
+        if meta.target().starts_with("overdue::workers::evaluator")
             && (*meta.level() != tracing::Level::INFO || meta.fields().field("checks").is_some())
         {
             let mut m = Msg(String::new());
@@ -755,14 +755,14 @@ async fn run(args: &Args, db: &Path, loaded_at: LoadedAt) -> anyhow::Result<serd
     let started_at = overdue::clock::now_ms();
     let observed = Arc::new(Observed::new(Vec::new(), period));
     let gap = i64::try_from(period.as_millis() * 2).unwrap_or(i64::MAX);
-    overdue::evaluator::beat(&*store, &observed, &replica, started_at, gap).await;
+    overdue::workers::evaluator::beat(&*store, &observed, &replica, started_at, gap).await;
     let spans = store.unobserved_spans(0).await?;
     let observed = {
         let o = Observed::new(spans, period);
         o.beat(overdue::clock::now_ms(), None);
         Arc::new(o)
     };
-    tracker.spawn(overdue::evaluator::heartbeat_loop(
+    tracker.spawn(overdue::workers::evaluator::heartbeat_loop(
         store.clone(),
         observed.clone(),
         replica,
@@ -771,7 +771,7 @@ async fn run(args: &Args, db: &Path, loaded_at: LoadedAt) -> anyhow::Result<serd
         stop.clone(),
     ));
     let (evaluator, _handle) = Evaluator::new(store.clone(), observed.clone());
-    let leader = overdue::lease::always_leader();
+    let leader = overdue::workers::lease::always_leader();
     tracker.spawn(evaluator.run(stop.clone(), leader));
 
     // Start-up is over once every check has its status row.

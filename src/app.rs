@@ -10,20 +10,20 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
-use crate::evaluator::Notice;
-use crate::evaluator::{Evaluator, Observed};
 use crate::http::{router, AppState, Shared};
-use crate::ingest::Ingest;
-use crate::lease::{always_leader, is_leader, lease_loop, LeaderWatch};
 use crate::metrics::Metrics;
 use crate::notify::deliver::Deliverer;
 use crate::notify::dispatch::DispatchNotice;
 use crate::notify::dispatch::{DispatchHandle, Dispatcher};
 use crate::notify::receiver::SendContext;
 use crate::notify::NotifyConfig;
-use crate::reconcile::Live;
 use crate::store::lease::Change;
 use crate::store::Store;
+use crate::workers::evaluator::Notice;
+use crate::workers::evaluator::{Evaluator, Observed};
+use crate::workers::ingest::Ingest;
+use crate::workers::lease::{always_leader, is_leader, lease_loop, LeaderWatch};
+use crate::workers::reconcile::Live;
 
 /// Serves on `listener` until `shutdown` fires, then stops accepting, lets
 /// in-flight requests finish, commits queued pings, and returns.
@@ -81,7 +81,7 @@ pub async fn run_with_metrics_listener(
         .context("cannot read unobserved spans")?;
     let observed = Arc::new(Observed::new(spans, config.heartbeat_period));
     observed.beat(started_at, None);
-    tracker.spawn(crate::evaluator::heartbeat_loop(
+    tracker.spawn(crate::workers::evaluator::heartbeat_loop(
         store.clone(),
         observed.clone(),
         replica.clone(),
@@ -146,9 +146,9 @@ pub async fn run_with_metrics_listener(
         evaluator.set_dispatch(d.clone());
     }
     tracker.spawn(evaluator.run(workers_stop.clone(), leader.clone()));
-    tracker.spawn(crate::retention::run(
+    tracker.spawn(crate::workers::retention::run(
         store.clone(),
-        crate::retention::Retention {
+        crate::workers::retention::Retention {
             ping_log_limit: config.ping_log_limit,
             keep_for: config.retention,
         },
@@ -168,7 +168,7 @@ pub async fn run_with_metrics_listener(
     .context("cannot load checks")?;
     // Changes made on other replicas reach this one's leader work and its
     // ping routing.
-    let changes = Arc::new(crate::lease::ChangeBarrier::default());
+    let changes = Arc::new(crate::workers::lease::ChangeBarrier::default());
     {
         let evaluator = evaluator_handle.clone();
         let dispatch = dispatch.clone();
@@ -217,7 +217,7 @@ pub async fn run_with_metrics_listener(
     for w in &report.warnings {
         tracing::warn!("{w}");
     }
-    tracker.spawn(crate::reconcile::reload_on_sighup(
+    tracker.spawn(crate::workers::reconcile::reload_on_sighup(
         live.clone(),
         workers_stop.clone(),
     ));

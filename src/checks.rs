@@ -19,9 +19,9 @@ use std::sync::Arc;
 use crate::domain::check::Check;
 use crate::domain::check::CheckSpec;
 use crate::domain::ping::UnixMs;
-use crate::evaluator::{EvaluatorHandle, Notice};
-use crate::ingest::Ingest;
 use crate::store::{CheckRef, CheckSource, Store, StoreError};
+use crate::workers::evaluator::{EvaluatorHandle, Notice};
+use crate::workers::ingest::Ingest;
 
 /// The check lifecycle, shared by every caller that changes checks.
 pub struct Checks {

@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock;
 use crate::config::{Config, LogFormat};
+use crate::domain::explain::{explain, instant_in};
 use crate::domain::schedule::{parse_tz, CronSchedule, ScheduleError};
-use crate::explain::{explain, instant_in};
 
 /// Exit code for bad input: arguments, expressions, configuration (as clap uses for usage errors).
 const EXIT_INVALID: i32 = 2;

@@ -482,13 +482,13 @@ impl Drop for Server {
 /// The state `app::run` builds, less what talks to the outside (the
 /// dispatcher, the heartbeat, the lease): single-process and always leader.
 async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) -> Router {
-    use crate::evaluator::{Evaluator, Observed};
     use crate::http::{router, AppState, Shared};
-    use crate::ingest::Ingest;
-    use crate::lease::always_leader;
     use crate::metrics::Metrics;
     use crate::notify::dispatch::DispatchHandle;
-    use crate::reconcile::Live;
+    use crate::workers::evaluator::{Evaluator, Observed};
+    use crate::workers::ingest::Ingest;
+    use crate::workers::lease::always_leader;
+    use crate::workers::reconcile::Live;
 
     let config = Arc::new(config);
     let store = crate::store::open(config.database())

@@ -497,7 +497,7 @@ both_backends!(
     a_check_pinged_often_keeps_the_schedule_small,
     |backend| async move {
         use overdue::clock::now_ms;
-        use overdue::evaluator::{Evaluator, Notice, Observed};
+        use overdue::workers::evaluator::{Evaluator, Notice, Observed};
         use std::sync::Arc;
 
         let db = TestDb::new(backend).await;
@@ -552,8 +552,8 @@ both_backends!(
         use overdue::domain::check::{CheckInput, CheckSpec};
         use overdue::domain::fold::Ping;
         use overdue::domain::ping::PingKind;
-        use overdue::evaluator::{Evaluator, Observed};
         use overdue::store::CheckSource;
+        use overdue::workers::evaluator::{Evaluator, Observed};
         use std::sync::Arc;
 
         let db = TestDb::new(backend).await;

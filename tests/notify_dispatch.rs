@@ -15,7 +15,7 @@ use overdue::notify::dispatch::{DispatchNotice, Dispatcher};
 use overdue::notify::message::{AlertStatus, Message};
 use overdue::store::notify::{NotificationFilter, NotificationRecord, SilenceRecord};
 use overdue::store::{CheckSource, Store, StoredStatus, Transition};
-use overdue::worker::LeaderWorker;
+use overdue::workers::leading::LeaderWorker;
 use tokio::sync::Notify;
 
 const S: i64 = 1_000;

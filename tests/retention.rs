@@ -84,7 +84,7 @@ both_backends!(
         common::fold_all(&store).await;
         // The server's pass, a page of checks at a time.
         let stop = tokio_util::sync::CancellationToken::new();
-        let deleted = overdue::retention::prune_ping_logs(&*store, 100, &stop)
+        let deleted = overdue::workers::retention::prune_ping_logs(&*store, 100, &stop)
             .await
             .unwrap();
         assert_eq!(deleted, 20);

@@ -7,9 +7,9 @@
 //! [`Config`], so settings types inside it would make a circle.
 
 /// `[dashboard]`: basic-auth users and the session cookie.
-pub mod dashboard;
+pub mod dashboard; // the [dashboard] settings
 /// `[rate_limit]`: ping rates per check and per client address.
-pub mod rate_limit;
+pub mod rate_limit; // the [rate_limit] settings
 
 use std::fmt;
 use std::net::SocketAddr;

@@ -1,11 +1,12 @@
 //! Pure logic, no I/O: checks, schedules, windows, what pings do, statuses.
 
-pub mod active_hours;
-pub mod check;
-pub mod evaluate;
-pub mod fold;
-pub mod measure;
-pub mod overlap;
-pub mod ping;
-pub mod schedule;
-pub mod status;
+pub mod active_hours; // active hours (quiet windows) in a check's time zone
+pub mod check; // a check's definition, its validation, and a check as stored
+pub mod evaluate; // evaluate(rules, summary, now): the status and the next instant it can change
+pub mod explain; // a check's effective schedule in words, for `config check` and the dashboard
+pub mod fold; // what a ping means: the fold's rules, shared by the writers and the readers
+pub mod measure; // the per-check metrics measured from a summary at `now`
+pub mod overlap; // when a check carries an overlap alert
+pub mod ping; // what one ping does to a check's summary
+pub mod schedule; // interval and cron schedules, DST-aware, always terminating
+pub mod status; // statuses and reasons

@@ -21,8 +21,8 @@ use super::error::{AppError, ErrorBody};
 use super::AppState;
 use crate::domain::check::FieldError;
 use crate::domain::evaluate::RulesCache;
-use crate::reconcile::{ReloadError, Report};
 use crate::store::keys::ApiKeyRecord;
+use crate::workers::reconcile::{ReloadError, Report};
 
 /// The server's routes, relative to `/api/v1`.
 pub fn router() -> OpenApiRouter<AppState> {

@@ -146,7 +146,7 @@ fn select(state: &AppState, checks: Vec<Check>, key: &str) -> Option<(String, Ve
     }
     let key = key.to_ascii_lowercase();
     if let Some(c) = checks.iter().find(|c| unique_key(c.uuid) == key) {
-        let title = crate::explain::check_label(&c.spec);
+        let title = crate::domain::explain::check_label(&c.spec);
         return Some((title, vec![c.clone()]));
     }
     let mut label = None;

@@ -8,26 +8,26 @@ use axum::routing::{any, get};
 use axum::Router;
 
 use crate::config::Config;
-use crate::evaluator::{EvaluatorHandle, Observed};
-use crate::ingest::Ingest;
 use crate::metrics::Metrics;
 use crate::notify::dispatch::DispatchHandle;
-use crate::reconcile::Live;
 use crate::store::Store;
+use crate::workers::evaluator::{EvaluatorHandle, Observed};
+use crate::workers::ingest::Ingest;
+use crate::workers::reconcile::Live;
 use error::AppError;
 
-pub mod admin;
-pub mod alerting;
-pub mod api;
-pub mod auth;
-pub mod badge;
-pub mod error;
-pub mod metrics;
-pub mod ping;
-pub mod rate_limit;
-pub mod serve;
-pub mod ui;
-pub mod v3;
+pub mod admin; // reload and other administrative routes
+pub mod alerting; // silences, notifications, receivers and routes under /api/v1
+pub mod api; // the native management API /api/v1: checks and their history
+pub mod auth; // API keys, scopes and the loopback-only rule without keys
+pub mod badge; // status badges (svg, json, shields)
+pub mod error; // AppError: one error path to JSON answers
+pub mod metrics; // /metrics, optionally on its own listener and behind a token
+pub mod ping; // the healthchecks.io-compatible ping endpoint
+pub mod rate_limit; // the ping rate limiters
+pub mod serve; // the HTTP server: timeouts, graceful shutdown
+pub mod ui; // the server-rendered dashboard
+pub mod v3; // the healthchecks.io v3 API subset
 
 /// What every handler shares: axum clones it for every request, so it is
 /// one reference count, not one per part.
@@ -55,7 +55,7 @@ pub struct Shared {
     /// Every change to a check goes through here (read-your-writes).
     pub checks: Arc<crate::checks::Checks>,
     /// Waits for other replicas' changes to reach this one.
-    pub changes: Arc<crate::lease::ChangeBarrier>,
+    pub changes: Arc<crate::workers::lease::ChangeBarrier>,
     pub config: Arc<Config>,
     pub evaluator: EvaluatorHandle,
     pub observed: Arc<Observed>,

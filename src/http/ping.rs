@@ -21,9 +21,9 @@ use crate::config::MAX_PING_BODY;
 use crate::domain::check::CheckSpec;
 use crate::domain::fold::Ping;
 use crate::domain::ping::PingKind;
-use crate::ingest::IngestError;
 use crate::metrics::{Metrics, Rejected};
 use crate::store::{CheckSource, StoreError};
+use crate::workers::ingest::IngestError;
 
 /// What the URL asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -357,7 +357,7 @@ async fn list(
                 (None, _) => false,
             },
         };
-        let title = crate::explain::check_label(&c.spec);
+        let title = crate::domain::explain::check_label(&c.spec);
         let items = if label_ok {
             recent_items(&state, &c).await?
         } else {
@@ -493,7 +493,7 @@ struct PingRow {
 }
 
 fn seconds_words(ms: i64) -> String {
-    crate::explain::duration_words(std::time::Duration::from_millis(ms.max(0) as u64))
+    crate::domain::explain::duration_words(std::time::Duration::from_millis(ms.max(0) as u64))
 }
 
 async fn check_page(
@@ -504,7 +504,7 @@ async fn check_page(
 ) -> Result<Response, AppError> {
     let now = clock::now();
     let check = find(&state, &key).await?;
-    let explanation = crate::explain::explain(&check.spec, now);
+    let explanation = crate::domain::explain::explain(&check.spec, now);
     let windows: Vec<WindowRow> = check
         .spec
         .active_hours

@@ -14,10 +14,10 @@ use super::MetricsSettings;
 use crate::domain::evaluate::Span;
 use crate::domain::measure::{measure, Measures};
 use crate::domain::status::Status;
-use crate::evaluator::CheckState;
 use crate::notify::matcher::matches_all;
 use crate::notify::message::LabelSet;
 use crate::store::metrics::MetricCheck;
+use crate::workers::evaluator::CheckState;
 
 /// Bytes of text per chunk of the streamed body.
 const CHUNK: usize = 64 * 1024;

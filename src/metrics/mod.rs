@@ -9,8 +9,8 @@ use prometheus::{
 
 use crate::domain::ping::PingKind;
 
-pub mod checks;
-pub mod settings;
+pub mod checks; // per-check series rendered at scrape time
+pub mod settings; // the [metrics] settings
 
 pub use settings::MetricsSettings;
 
@@ -60,7 +60,7 @@ pub struct Metrics {
     dead_letters: IntGauge,
     evaluator_lag: Gauge,
     is_leader: IntGauge,
-    lease: crate::lease::LeaseStats,
+    lease: crate::workers::lease::LeaseStats,
 }
 
 impl Metrics {
@@ -114,7 +114,7 @@ impl Metrics {
         .expect("valid metric");
         let lease_counter =
             |name: &str, help: &str| IntCounter::new(name, help).expect("valid metric");
-        let lease = crate::lease::LeaseStats {
+        let lease = crate::workers::lease::LeaseStats {
             renewals: lease_counter(
                 "overdue_lease_renewals_total",
                 "Leader lease renewals (and acquisitions) by this replica.",
@@ -189,7 +189,7 @@ impl Metrics {
     }
 
     /// The lease counters, for the lease loop to count into.
-    pub fn lease_stats(&self) -> crate::lease::LeaseStats {
+    pub fn lease_stats(&self) -> crate::workers::lease::LeaseStats {
         self.lease.clone()
     }
 

@@ -22,11 +22,11 @@ use super::settings::DeliverySettings;
 use super::NotifyConfig;
 use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
-use crate::lease::{is_leader, remaining, LeaderWatch};
 use crate::store::notify::{
     AlertQuery, AttemptResult, NewNotification, NotificationRecord, KIND_ALERTS, KIND_UNDELIVERED,
 };
 use crate::store::Store;
+use crate::workers::lease::{is_leader, remaining, LeaderWatch};
 
 /// An attempt starts only while the lease outlives its timeout by this much.
 const LEASE_MARGIN: Duration = Duration::from_millis(250);

@@ -22,10 +22,10 @@ use super::silence::Silence;
 use super::NotifyConfig;
 use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
-use crate::lease::LeaderWatch;
 use crate::store::notify::{AlertQuery, AlertSource, NewNotification, KIND_ALERTS};
 use crate::store::Store;
-use crate::worker::{self, LeaderWorker};
+use crate::workers::leading::{self, LeaderWorker};
+use crate::workers::lease::LeaderWatch;
 
 /// How often every open incident is read again, so nothing depends on a
 /// notice alone.
@@ -670,7 +670,7 @@ impl Dispatcher {
     /// Runs until `stop` fires; dispatches only while this replica leads
     /// (each term starts from what the database says was sent).
     pub async fn run(self, stop: CancellationToken, leader: LeaderWatch) {
-        worker::run(self, stop, leader).await;
+        leading::run(self, stop, leader).await;
     }
 }
 

@@ -8,14 +8,14 @@
 //! notification with a deterministic id; the [`deliver::Deliverer`] sends it
 //! through a [`receiver::Receiver`].
 
-pub mod deliver;
-pub mod dispatch;
-pub mod group;
-pub mod matcher;
-pub mod message;
-pub mod receiver;
-pub mod route;
-mod settings;
-pub mod silence;
-pub mod time_interval;
+pub mod deliver; // the deliverer: sends queued notifications with retries and dead letters
+pub mod dispatch; // the dispatcher: routes alerts into groups and enqueues at each flush
+pub mod group; // aggregation groups and their timing
+pub mod matcher; // Alertmanager label matchers
+pub mod message; // the alert and notification payloads (Alertmanager's webhook format)
+pub mod receiver; // receivers: email, webhook, slack, alertmanager
+pub mod route; // the routing tree
+mod settings; // receiver and delivery settings
+pub mod silence; // silences
+pub mod time_interval; // mute time intervals
 pub use settings::{silence_from_record, DeliverySettings, NotifyConfig};

@@ -6,13 +6,13 @@
 //! [`Receiver::send`]. Every attempt either succeeds or says whether retrying
 //! can help ([`SendError`]).
 
-mod alertmanager;
-mod email;
-pub mod guard;
-mod http;
-mod slack;
-mod template;
-mod webhook;
+mod alertmanager; // pushes alerts into an Alertmanager
+mod email; // SMTP mail, text and HTML
+pub mod guard; // webhook allow and deny lists
+mod http; // the HTTP client side shared by HTTP receivers: errors, retries, signatures
+mod slack; // Slack-compatible incoming webhooks
+mod template; // minijinja templates for bodies
+mod webhook; // Alertmanager-format webhooks
 
 use std::collections::BTreeMap;
 use std::fmt;

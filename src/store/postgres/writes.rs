@@ -3,9 +3,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::store::WriterCheck as Locked;
 use super::PgStore;
 use crate::domain::ping::{RunChange, Summary};
+use crate::store::WriterCheck as Locked;
 use crate::store::{StoreError, Transition, TransitionRows, QUIET_EVENT};
 
 impl PgStore {

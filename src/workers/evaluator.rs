@@ -28,10 +28,10 @@ use crate::domain::evaluate::{evaluate, instant, Rules, RulesCache, Span};
 use crate::domain::overlap::overlap_since;
 use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::Status;
-use crate::lease::LeaderWatch;
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::store::{EvalCheck, Store, StoredStatus, Touched, Transition};
-use crate::worker::{self, LeaderWorker};
+use crate::workers::leading::{self, LeaderWorker};
+use crate::workers::lease::LeaderWatch;
 
 /// How long to wait before retrying a check whose change could not be recorded.
 const RETRY: Duration = Duration::from_secs(1);
@@ -626,7 +626,7 @@ impl Evaluator {
     /// every check, then sleeps until the next deadline or notice. While it
     /// follows, notices are dropped: a new term starts from the database.
     pub async fn run(self, stop: CancellationToken, leader: LeaderWatch) {
-        worker::run(self, stop, leader).await;
+        leading::run(self, stop, leader).await;
     }
 }
 

@@ -20,9 +20,9 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use crate::domain::fold::Ping;
-use crate::evaluator::{EvaluatorHandle, Notice};
-use crate::lease::{is_leader, LeaderWatch};
 use crate::store::{CheckRef, Store, StoreError};
+use crate::workers::evaluator::{EvaluatorHandle, Notice};
+use crate::workers::lease::{is_leader, LeaderWatch};
 
 /// Why a ping could not be stored.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
-use crate::lease::{is_leader, LeaderWatch};
+use crate::workers::lease::{is_leader, LeaderWatch};
 
 /// A worker that [`run`] drives; each method is one part of a term.
 pub trait LeaderWorker: Send {
@@ -127,7 +127,7 @@ mod tests {
     use tokio::sync::watch;
 
     use super::*;
-    use crate::lease::Term;
+    use crate::workers::lease::Term;
 
     /// What the fake worker was asked to do, in order.
     #[derive(Debug, PartialEq, Eq)]
