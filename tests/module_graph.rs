@@ -284,3 +284,23 @@ fn first_segments(after: &str) -> Vec<String> {
     }
     names
 }
+
+/// No file under `src/` has more than 900 lines (comments and blank lines
+/// count) before its first `#[cfg(test)]`: a file that grows past that is
+/// doing more than one thing.
+#[test]
+fn no_source_file_is_longer_than_900_lines_before_its_tests() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut long = Vec::new();
+    for file in rust_files(&src) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines = text
+            .lines()
+            .position(|l| l.trim() == "#[cfg(test)]")
+            .unwrap_or(text.lines().count());
+        if lines > 900 {
+            long.push(format!("{} ({lines})", file.display()));
+        }
+    }
+    assert!(long.is_empty(), "over 900 lines: {}", long.join(", "));
+}

@@ -793,8 +793,8 @@ async fn ping_body(
 ) -> Result<Response, V3Error> {
     let check = find(&state, &code, false).await?;
     let n: i64 = n.parse().map_err(|_| V3Error::bad("invalid ping number"))?;
-    match api::ping_by_n(&state, &check, n).await? {
-        Some(p) if !p.body.is_empty() => Ok(api::body_response(p.body)),
+    match super::history::ping_by_n(&state, &check, n).await? {
+        Some(p) if !p.body.is_empty() => Ok(super::history::body_response(p.body)),
         _ => Err(V3Error::new(StatusCode::NOT_FOUND, "not found")),
     }
 }
