@@ -437,6 +437,22 @@ macro_rules! impl_check_store {
                 Ok(row.map(|r| r.into_eval_with(&pending)).transpose()?)
             }
 
+            /// The stored pings `sql` selects (in the columns of
+            /// `INBOX_COLUMNS`, `$1` and `$2` bound to `after` and `through`).
+            pub(crate) async fn pending_rows(
+                conn: &mut <<Self as $crate::store::dialect::Dialect>::Db as sqlx::Database>::Connection,
+                sql: &str,
+                after: i64,
+                through: i64,
+            ) -> Result<Vec<$crate::domain::fold::StoredPing>, $crate::store::StoreError> {
+                let rows: Vec<$crate::store::InboxRow> = sqlx::query_as(sql)
+                    .bind(after)
+                    .bind(through)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                Ok(rows.into_iter().map($crate::store::InboxRow::into_ping).collect())
+            }
+
             /// One check with its stored status, if it exists.
             pub(crate) async fn eval_row<'e, E>(
                 ex: E,

@@ -10,7 +10,7 @@ use super::PgStore;
 use crate::domain::check::Check;
 use crate::domain::fold::StoredPing;
 use crate::store::dialect::{CheckChange, Dialect};
-use crate::store::{InboxRow, StoreError, INBOX_COLUMNS};
+use crate::store::{StoreError, INBOX_COLUMNS};
 
 #[async_trait]
 impl Dialect for PgStore {
@@ -47,12 +47,7 @@ impl Dialect for PgStore {
             "SELECT {INBOX_COLUMNS} FROM ping_inbox WHERE check_id > $1 AND check_id <= $2 \
              ORDER BY id"
         );
-        let rows: Vec<InboxRow> = sqlx::query_as(&sql)
-            .bind(after)
-            .bind(through)
-            .fetch_all(&mut *conn)
-            .await?;
-        Ok(rows.into_iter().map(InboxRow::into_ping).collect())
+        Self::pending_rows(conn, &sql, after, through).await
     }
 
     /// As folded: a check just created has no pings in the inbox.

@@ -10,7 +10,7 @@ use super::SqliteStore;
 use crate::domain::check::Check;
 use crate::domain::fold::{apply_pending, StoredPing};
 use crate::store::dialect::{Change, CheckChange, Dialect};
-use crate::store::{InboxRow, StoreError, INBOX_COLUMNS};
+use crate::store::{StoreError, INBOX_COLUMNS};
 
 #[async_trait]
 impl Dialect for SqliteStore {
@@ -101,10 +101,5 @@ pub(super) async fn pending_between(
          AND p.id > COALESCE((SELECT s.folded_through FROM check_state s \
          WHERE s.check_id = p.check_id), 0) ORDER BY p.id"
     );
-    let rows: Vec<InboxRow> = sqlx::query_as(&sql)
-        .bind(after)
-        .bind(through)
-        .fetch_all(&mut *conn)
-        .await?;
-    Ok(rows.into_iter().map(InboxRow::into_ping).collect())
+    SqliteStore::pending_rows(conn, &sql, after, through).await
 }
