@@ -707,3 +707,43 @@ async fn postgres_a_delete_during_a_status_change_does_not_deadlock() {
     assert!(store.eval_check(c.id).await.unwrap().is_none());
     assert_eq!(db.count("SELECT COUNT(*) FROM flips").await, 0);
 }
+
+// A pause or an update whose caller gives up half-way (a client that hangs
+// up drops the request) must not leave the ping writer half-way: the pings
+// acknowledged after it are all stored, and folds go on working. (On SQLite
+// a pause writes the check's part of the round in several calls on the
+// writer's connection; dropped between them, it left a transaction open
+// there, into which the next acknowledged pings went and were rolled back.)
+both_backends!(
+    a_write_given_up_half_way_loses_no_acknowledged_ping,
+    |backend| async move {
+        let (db, store) = open(backend).await;
+        let mut acknowledged = 0;
+        for i in 0..60u64 {
+            let c = store
+                .create_check(&spec(&format!(r#"{{"slug":"c{i}"}}"#)), CheckSource::Api, 1)
+                .await
+                .unwrap();
+            // Starts: a round chunk with runs is written in two calls.
+            let starts: Vec<Ping> = (0..50)
+                .map(|n| Ping {
+                    rid: Some(Uuid::new_v4()),
+                    ..ping(c.id, 10 + n, PingKind::Start)
+                })
+                .collect();
+            store.append_pings(&starts).await.unwrap();
+            acknowledged += starts.len();
+            let give_up = std::time::Duration::from_micros(100 * (i % 40));
+            let _ = tokio::time::timeout(give_up, store.set_paused(c.id, i % 2 == 0, 100)).await;
+            store
+                .append_pings(&[ping(c.id, 200, PingKind::Success)])
+                .await
+                .unwrap();
+            acknowledged += 1;
+        }
+        // Every fold succeeds, and every acknowledged ping is in the log.
+        common::fold_all(&store).await;
+        let stored = db.count("SELECT COUNT(*) FROM pings").await;
+        assert_eq!(stored, acknowledged as i64);
+    }
+);

@@ -399,6 +399,7 @@ impl EvalRow {
 }
 
 /// The values of a new `checks` row, in one place for both backends.
+#[derive(Clone)]
 pub(crate) struct CheckValues {
     pub uuid: String,
     pub slug: Option<String>,

@@ -10,7 +10,7 @@ use super::SqliteStore;
 use crate::domain::check::Check;
 use crate::domain::fold::{apply_pending, StoredPing};
 use crate::store::dialect::{Change, CheckChange, Dialect};
-use crate::store::{StoreError, INBOX_COLUMNS};
+use crate::store::{CheckValues, StoreError, INBOX_COLUMNS};
 
 #[async_trait]
 impl Dialect for SqliteStore {
@@ -55,27 +55,59 @@ impl Dialect for SqliteStore {
 
     async fn change_check(&self, change: CheckChange<'_>) -> Result<Check, StoreError> {
         let check_id = change.check_id;
-        // Under the writer's lock, so the summary cache and the table agree
-        // (the writer caches flags and thresholds); the pings stored before
-        // it are written first (see `Writer::settle`) and keep what they
-        // were recorded as.
-        let mut w = self.writer.lock().await;
-        w.settle(check_id).await?;
-        if !Self::write_change(&self.pool, &change).await? {
-            return Err(StoreError::NotFound);
-        }
-        match change.what {
-            Change::Paused(paused) => {
-                if let Some(c) = w.checks.get_mut(&check_id) {
-                    c.paused = paused;
-                }
+        let now = change.now;
+        let what = match change.what {
+            Change::Paused(paused) => Owned::Paused(paused),
+            Change::Definition(v) => Owned::Definition(v.clone()),
+        };
+        let writer = self.writer.clone();
+        let pool = self.pool.clone();
+        // In a task of its own, which the request cannot cancel: settling
+        // writes chunks on the writer's connection in more than one call, and
+        // a request dropped between them (a client that hangs up) would leave
+        // a transaction open there, into which the next acknowledged pings
+        // would go and be rolled back (PERF-NOTES.md: the writer's work must
+        // be owned by a task the client cannot cancel).
+        let task = tokio::spawn(async move {
+            // Under the writer's lock, so the summary cache and the table
+            // agree (the writer caches flags and thresholds); the pings
+            // stored before it are written first (see `Writer::settle`) and
+            // keep what they were recorded as.
+            let mut w = writer.lock_owned().await;
+            w.settle(check_id).await?;
+            let what = match &what {
+                Owned::Paused(paused) => Change::Paused(*paused),
+                Owned::Definition(v) => Change::Definition(v),
+            };
+            let change = CheckChange {
+                check_id,
+                now,
+                what,
+            };
+            if !Self::write_change(&pool, &change).await? {
+                return Err(StoreError::NotFound);
             }
-            // The cached summary may be ahead of the table (folded, not yet
-            // written): keep it, and take the new flags and thresholds.
-            Change::Definition(_) => w.refresh_flags(check_id).await?,
-        }
-        // Still holding the writer: no ping is stored in between.
-        self.check_by_id(check_id).await
+            match change.what {
+                Change::Paused(paused) => {
+                    if let Some(c) = w.checks.get_mut(&check_id) {
+                        c.paused = paused;
+                    }
+                }
+                // The cached summary may be ahead of the table (folded, not
+                // yet written): keep it, and take the new flags and
+                // thresholds.
+                Change::Definition(_) => w.refresh_flags(check_id).await?,
+            }
+            // Still holding the writer: no ping is stored in between.
+            let mut tx = pool.begin().await?;
+            let mut check = Self::folded_check_on(&mut *tx, check_id).await?;
+            let pending = Self::pending_on(&mut tx, Some(check_id)).await?;
+            tx.commit().await?;
+            apply_pending(&mut check, &pending);
+            Ok(check)
+        });
+        task.await
+            .map_err(|e| StoreError::Other(anyhow::anyhow!("a change to a check failed: {e}")))?
     }
 
     /// IMMEDIATE: this transaction reads, then writes. A deferred one would
@@ -84,6 +116,12 @@ impl Dialect for SqliteStore {
     async fn begin_beats(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
+}
+
+/// A change to a check that a task owns.
+enum Owned {
+    Paused(bool),
+    Definition(CheckValues),
 }
 
 /// Pings of the checks with `after < id <= through` that their written

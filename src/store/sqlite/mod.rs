@@ -215,26 +215,35 @@ impl Store for SqliteStore {
     }
 
     async fn delete_check(&self, check_id: i64) -> Result<(), StoreError> {
-        let mut w = self.writer.lock().await;
-        // The log has no foreign key (a cascade would scan it): its rows
-        // go first, found through the index and in the tail.
-        let mut tx = self.pool.begin().await?;
-        for sql in [
-            "DELETE FROM pings WHERE id IN (SELECT id FROM ping_index WHERE check_id = ?)",
-            "DELETE FROM pings WHERE id > (SELECT through FROM ping_rounds) AND check_id = ?",
-        ] {
-            sqlx::query(sql).bind(check_id).execute(&mut *tx).await?;
-        }
-        let done = sqlx::query("DELETE FROM checks WHERE id = ?")
-            .bind(check_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        w.forget(check_id);
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound);
-        }
-        Ok(())
+        let writer = self.writer.clone();
+        let pool = self.pool.clone();
+        // In a task the request cannot cancel: dropped between the commit and
+        // `forget`, the writer would keep the check and write its summary
+        // again, which the foreign key refuses on every round after.
+        let task = tokio::spawn(async move {
+            let mut w = writer.lock_owned().await;
+            // The log has no foreign key (a cascade would scan it): its rows
+            // go first, found through the index and in the tail.
+            let mut tx = pool.begin().await?;
+            for sql in [
+                "DELETE FROM pings WHERE id IN (SELECT id FROM ping_index WHERE check_id = ?)",
+                "DELETE FROM pings WHERE id > (SELECT through FROM ping_rounds) AND check_id = ?",
+            ] {
+                sqlx::query(sql).bind(check_id).execute(&mut *tx).await?;
+            }
+            let done = sqlx::query("DELETE FROM checks WHERE id = ?")
+                .bind(check_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            w.forget(check_id);
+            if done.rows_affected() == 0 {
+                return Err(StoreError::NotFound);
+            }
+            Ok(())
+        });
+        task.await
+            .map_err(|e| StoreError::Other(anyhow::anyhow!("deleting a check failed: {e}")))?
     }
 }
 
