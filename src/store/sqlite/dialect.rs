@@ -58,7 +58,7 @@ impl Dialect for SqliteStore {
         let now = change.now;
         let what = match change.what {
             Change::Paused(paused) => Owned::Paused(paused),
-            Change::Definition(v) => Owned::Definition(v.clone()),
+            Change::Definition(v) => Owned::Definition(Box::new(v.clone())),
         };
         let writer = self.writer.clone();
         let pool = self.pool.clone();
@@ -121,7 +121,7 @@ impl Dialect for SqliteStore {
 /// A change to a check that a task owns.
 enum Owned {
     Paused(bool),
-    Definition(CheckValues),
+    Definition(Box<CheckValues>),
 }
 
 /// Pings of the checks with `after < id <= through` that their written
