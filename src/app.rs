@@ -188,7 +188,17 @@ pub async fn run_with_metrics_listener(
                         }
                         Change::Route { uuid, slug } => routes.forget(uuid, slug.as_deref()),
                         Change::Sync(token) => changes.arrived(&token),
-                        Change::Unknown => {}
+                        // Changes may have been missed: the routes are read
+                        // again (a check deleted or renamed meanwhile must not
+                        // be routed by its old uuid or slug).
+                        Change::Unknown => {
+                            let routes = routes.clone();
+                            tokio::spawn(async move {
+                                if let Err(e) = routes.reload_routes().await {
+                                    tracing::warn!(error = %format!("{e:#}"), "cannot reload the ping routes");
+                                }
+                            });
+                        }
                     }),
                     stop,
                 )

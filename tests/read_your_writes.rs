@@ -760,3 +760,62 @@ async fn postgres_a_check_deleted_or_renamed_on_one_replica_stops_taking_pings_o
     );
     assert_eq!(status(format!("{}/ping/{}", a.base, uuids[1])).await, 200);
 }
+
+/// PostgreSQL: a replica whose change listener lost its connection may have
+/// missed a delete or a rename; it reads its routes again, so it does not go
+/// on routing pings by the old uuid or slug.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_replica_that_may_have_missed_changes_reads_its_routes_again() {
+    if !common::postgres_available(
+        "postgres_a_replica_that_may_have_missed_changes_reads_its_routes_again",
+    ) {
+        return;
+    }
+    let db = TestDb::new(Backend::Postgres).await;
+    let path = common::write_config(db.dir.path(), &db.config_toml(""));
+    let a = common::ChildServer::spawn(&path);
+    let http = common::client();
+    let status = |url: String| {
+        let http = http.clone();
+        async move { http.get(url).send().await.unwrap().status().as_u16() }
+    };
+    let key = common::PING_KEY;
+    let r = http
+        .post(format!("{}/api/v1/checks", a.base))
+        .json(&json!({"slug": "old-name"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let uuid = r.json::<Value>().await.unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(status(format!("{}/ping/{key}/old-name", a.base)).await, 200);
+    // Renamed and another check deleted with nobody told (as if A's
+    // listener had been away), then A's listener loses its connection.
+    db.sql(&format!(
+        "ALTER TABLE checks DISABLE TRIGGER checks_changed; \
+         UPDATE checks SET slug = 'new-name' WHERE uuid = '{uuid}'; \
+         ALTER TABLE checks ENABLE TRIGGER checks_changed;"
+    ))
+    .await;
+    assert_eq!(
+        status(format!("{}/ping/{key}/old-name", a.base)).await,
+        200,
+        "routed from memory while nothing said otherwise"
+    );
+    db.sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()",
+    )
+    .await;
+    tokio::time::timeout(HANG_GUARD, async {
+        while status(format!("{}/ping/{key}/old-name", a.base)).await != 404 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("hang guard: the old slug is still routed after the listener reconnected");
+    assert_eq!(status(format!("{}/ping/{key}/new-name", a.base)).await, 200);
+}

@@ -207,15 +207,17 @@ impl hyper::body::Body for TimedBody {
         let deadline = this
             .deadline
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(BODY_READ_TIMEOUT)));
-        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
-            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
-        }
+        // The deadline first: a body that never stops arriving (the ping
+        // path reads every body to its end) is cut at it too, not only one
+        // that stalls.
         if deadline.as_mut().poll(cx).is_ready() {
             this.done = true;
             this.stalled.store(true, Ordering::Relaxed);
             return Poll::Ready(Some(Err(BodyTimedOut.into())));
         }
-        Poll::Pending
+        Pin::new(&mut this.inner)
+            .poll_frame(cx)
+            .map(|frame| frame.map(|f| f.map_err(Into::into)))
     }
 
     fn is_end_stream(&self) -> bool {

@@ -60,15 +60,7 @@ impl Ingest {
         evaluator: EvaluatorHandle,
         leader: LeaderWatch,
     ) -> Result<Arc<Ingest>, StoreError> {
-        let refs = store.all_check_refs().await?;
-        let mut by_uuid = HashMap::with_capacity(refs.len());
-        let mut by_slug = HashMap::new();
-        for r in refs {
-            if let Some(slug) = &r.slug {
-                by_slug.insert(slug.clone(), r.clone());
-            }
-            by_uuid.insert(r.uuid, r);
-        }
+        let (by_uuid, by_slug) = routes(store.all_check_refs().await?);
         // Bounded: under overload, handlers wait here (backpressure) instead of
         // growing memory without limit.
         let (tx, rx) = mpsc::channel(batch_max.max(1) * 8);
@@ -154,6 +146,33 @@ impl Ingest {
         by_uuid.remove(&uuid);
     }
 
+    /// Reads every route from the database again and puts them in place of
+    /// what is in memory: after changes made on other replicas may have been
+    /// missed (the change listener lost its connection), so that a check
+    /// deleted or renamed meanwhile is not routed by its old uuid or slug.
+    pub async fn reload_routes(&self) -> Result<(), StoreError> {
+        for _ in 0..3 {
+            let seen = self.forgotten.load(Ordering::Acquire);
+            let (by_uuid, by_slug) = routes(self.store.all_check_refs().await?);
+            let mut old = write(&self.by_uuid);
+            // A check forgotten while the routes were read may be among
+            // them: read them again.
+            if self.forgotten.load(Ordering::Acquire) != seen {
+                continue;
+            }
+            *write(&self.by_slug) = by_slug;
+            *old = by_uuid;
+            return Ok(());
+        }
+        // Checks keep changing: leave every lookup to the database until
+        // the next reload.
+        let mut by_uuid = write(&self.by_uuid);
+        self.forgotten.fetch_add(1, Ordering::AcqRel);
+        write(&self.by_slug).clear();
+        by_uuid.clear();
+        Ok(())
+    }
+
     /// Queues a ping and waits until its batch is committed.
     pub async fn submit(&self, ping: Ping) -> Result<(), IngestError> {
         let (reply, rx) = oneshot::channel();
@@ -163,6 +182,19 @@ impl Ingest {
             .map_err(|_| IngestError::Unavailable)?;
         rx.await.map_err(|_| IngestError::Unavailable)?
     }
+}
+
+/// The routing maps (by uuid, by slug) of these routes.
+fn routes(refs: Vec<CheckRef>) -> (HashMap<Uuid, CheckRef>, HashMap<String, CheckRef>) {
+    let mut by_uuid = HashMap::with_capacity(refs.len());
+    let mut by_slug = HashMap::new();
+    for r in refs {
+        if let Some(slug) = &r.slug {
+            by_slug.insert(slug.clone(), r.clone());
+        }
+        by_uuid.insert(r.uuid, r);
+    }
+    (by_uuid, by_slug)
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

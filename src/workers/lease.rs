@@ -189,15 +189,18 @@ impl ChangeBarrier {
         let token = uuid::Uuid::new_v4().simple().to_string();
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.lock().insert(token.clone(), tx);
-        let passed = match store.sync_changes(&token).await {
-            Ok(()) => tokio::time::timeout(bound, rx)
-                .await
-                .is_ok_and(|r| r.is_ok()),
-            Err(e) => {
-                tracing::debug!(error = %format!("{e:#}"), "cannot send a change marker");
-                false
+        // Bounded as a whole: sending the marker may wait for a connection.
+        let passed = tokio::time::timeout(bound, async {
+            match store.sync_changes(&token).await {
+                Ok(()) => rx.await.is_ok(),
+                Err(e) => {
+                    tracing::debug!(error = %format!("{e:#}"), "cannot send a change marker");
+                    false
+                }
             }
-        };
+        })
+        .await
+        .unwrap_or(false);
         self.lock().remove(&token);
         passed
     }
