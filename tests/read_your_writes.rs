@@ -611,6 +611,33 @@ both_backends!(
     }
 );
 
+/// A PostgreSQL database and a config file for replicas sharing it.
+async fn replica_config(extra: &str) -> (TestDb, std::path::PathBuf) {
+    let db = TestDb::new(Backend::Postgres).await;
+    let path = common::write_config(db.dir.path(), &db.config_toml(extra));
+    (db, path)
+}
+
+/// The status a GET of `url` answers.
+async fn status_of(http: &reqwest::Client, url: String) -> u16 {
+    http.get(url).send().await.unwrap().status().as_u16()
+}
+
+/// Creates a check through `base`'s API; its uuid.
+async fn create_on(http: &reqwest::Client, base: &str, body: Value) -> String {
+    let r = http
+        .post(format!("{base}/api/v1/checks"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    r.json::<Value>().await.unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// PostgreSQL, two replicas: a pause answered by one is in the other's
 /// metrics (the leader renders per-check series) as soon as it is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -620,11 +647,7 @@ async fn postgres_a_write_on_one_replica_is_in_the_leaders_metrics_at_once() {
     ) {
         return;
     }
-    let db = TestDb::new(Backend::Postgres).await;
-    let path = common::write_config(
-        db.dir.path(),
-        &db.config_toml("heartbeat_period = \"500ms\"\nlease_ttl = \"3s\""),
-    );
+    let (_db, path) = replica_config("heartbeat_period = \"500ms\"\nlease_ttl = \"3s\"").await;
     let leader = common::ChildServer::spawn(&path);
     let http = common::client();
     let scrape = |base: String| {
@@ -645,17 +668,12 @@ async fn postgres_a_write_on_one_replica_is_in_the_leaders_metrics_at_once() {
     .await
     .expect("hang guard: the first replica leads");
     let other = common::ChildServer::spawn(&path);
-    let r = http
-        .post(format!("{}/api/v1/checks", other.base))
-        .json(&json!({"slug": "far", "interval": "1m", "manual_resume": true}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let uuid = r.json::<Value>().await.unwrap()["uuid"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let uuid = create_on(
+        &http,
+        &other.base,
+        json!({"slug": "far", "interval": "1m", "manual_resume": true}),
+    )
+    .await;
     let r = http
         .get(format!("{}/ping/{uuid}", other.base))
         .send()
@@ -697,29 +715,15 @@ async fn postgres_a_check_deleted_or_renamed_on_one_replica_stops_taking_pings_o
     ) {
         return;
     }
-    let db = TestDb::new(Backend::Postgres).await;
-    let path = common::write_config(db.dir.path(), &db.config_toml(""));
+    let (_db, path) = replica_config("").await;
     let a = common::ChildServer::spawn(&path);
     let b = common::ChildServer::spawn(&path);
     let http = common::client();
-    let status = |url: String| {
-        let http = http.clone();
-        async move { http.get(url).send().await.unwrap().status().as_u16() }
-    };
+    let status = |url: String| status_of(&http, url);
     let key = common::PING_KEY;
     let mut uuids = Vec::new();
     for slug in ["gone", "renamed"] {
-        let r = http
-            .post(format!("{}/api/v1/checks", b.base))
-            .json(&json!({"slug": slug}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201);
-        let uuid = r.json::<Value>().await.unwrap()["uuid"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let uuid = create_on(&http, &b.base, json!({"slug": slug})).await;
         // A learns of both (by uuid and by slug) from its first pings.
         assert_eq!(status(format!("{}/ping/{uuid}", a.base)).await, 200);
         assert_eq!(status(format!("{}/ping/{key}/{slug}", a.base)).await, 200);
@@ -771,29 +775,15 @@ async fn postgres_a_replica_that_may_have_missed_changes_reads_its_routes_again(
     ) {
         return;
     }
-    let db = TestDb::new(Backend::Postgres).await;
-    let path = common::write_config(db.dir.path(), &db.config_toml(""));
+    let (db, path) = replica_config("").await;
     let a = common::ChildServer::spawn(&path);
     let http = common::client();
-    let status = |url: String| {
-        let http = http.clone();
-        async move { http.get(url).send().await.unwrap().status().as_u16() }
-    };
+    let status = |url: String| status_of(&http, url);
     let key = common::PING_KEY;
-    let r = http
-        .post(format!("{}/api/v1/checks", a.base))
-        .json(&json!({"slug": "old-name"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let uuid = r.json::<Value>().await.unwrap()["uuid"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let uuid = create_on(&http, &a.base, json!({"slug": "old-name"})).await;
     assert_eq!(status(format!("{}/ping/{key}/old-name", a.base)).await, 200);
-    // Renamed and another check deleted with nobody told (as if A's
-    // listener had been away), then A's listener loses its connection.
+    // Renamed with nobody told (as if A's listener had been away), then A's
+    // listener loses its connection.
     db.sql(&format!(
         "ALTER TABLE checks DISABLE TRIGGER checks_changed; \
          UPDATE checks SET slug = 'new-name' WHERE uuid = '{uuid}'; \
