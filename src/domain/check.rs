@@ -45,6 +45,7 @@ pub struct CheckInput {
     pub recovery_threshold: Option<u32>,
     pub max_runtime: Option<String>,
     pub alert_on_overlap: Option<bool>,
+    pub max_instances: Option<u32>,
     pub manual_resume: Option<bool>,
     pub methods: Option<String>,
 }
@@ -98,6 +99,8 @@ pub struct CheckSpec {
     /// `None`: the check's grace.
     pub max_runtime: Option<Duration>,
     pub alert_on_overlap: bool,
+    /// Lock seats of the job guard: runs that may hold the lock at once (SPEC §13).
+    pub max_instances: u32,
     pub manual_resume: bool,
     pub methods: Methods,
 }
@@ -134,6 +137,7 @@ impl CheckSpec {
             recovery_threshold: 1,
             max_runtime: None,
             alert_on_overlap: false,
+            max_instances: 1,
             manual_resume: false,
             methods: Methods::Any,
         }
@@ -259,6 +263,17 @@ impl CheckSpec {
         let recovery_threshold =
             positive("recovery_threshold", input.recovery_threshold, &mut errors).unwrap_or(1);
 
+        let max_instances = match input.max_instances {
+            Some(n) if !(1..=MAX_INSTANCES).contains(&n) => {
+                errors.push(FieldError {
+                    field: "max_instances".to_string(),
+                    message: format!("{n} is out of range: from 1 to {MAX_INSTANCES}"),
+                });
+                1
+            }
+            n => n.unwrap_or(1),
+        };
+
         let methods = match input.methods.as_deref() {
             None | Some("") => Methods::Any,
             Some(m) if m.eq_ignore_ascii_case("POST") => Methods::Post,
@@ -290,6 +305,7 @@ impl CheckSpec {
             recovery_threshold,
             max_runtime,
             alert_on_overlap: input.alert_on_overlap.unwrap_or(false),
+            max_instances,
             manual_resume: input.manual_resume.unwrap_or(false),
             methods,
         })
@@ -311,6 +327,9 @@ impl CheckSpec {
         }
     }
 }
+
+/// The most lock seats a check may have (`max_instances`).
+pub const MAX_INSTANCES: u32 = 1000;
 
 /// Slugs are what a ping URL carries: lowercase letters, digits, `-` and `_`.
 pub fn validate_slug(slug: &str) -> Result<(), String> {

@@ -62,6 +62,8 @@ pub struct Rules {
     pub max_runtime: Option<Duration>,
     /// Raise an overlap alert while two or more runs are open (SPEC §3.4).
     pub alert_on_overlap: bool,
+    /// Lock seats: up to this many open runs are no overlap (SPEC §13).
+    pub max_instances: u32,
 }
 
 /// Shares parsed schedules and windows between checks that use the same
@@ -126,6 +128,7 @@ impl Rules {
             zero_items_runs: spec.zero_items_runs,
             max_runtime: spec.max_runtime.map(duration),
             alert_on_overlap: spec.alert_on_overlap,
+            max_instances: spec.max_instances,
         })
     }
 }

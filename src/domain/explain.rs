@@ -227,8 +227,18 @@ fn rules(spec: &CheckSpec, of_active: &str) -> Vec<String> {
             spec.recovery_threshold
         ));
     }
+    if spec.max_instances > 1 {
+        rules.push(format!(
+            "up to {} runs may hold the job guard's lock at once (max_instances)",
+            spec.max_instances
+        ));
+    }
     if spec.alert_on_overlap {
-        rules.push("alerts when runs overlap".to_string());
+        rules.push(if spec.max_instances > 1 {
+            format!("alerts when more than {} runs overlap", spec.max_instances)
+        } else {
+            "alerts when runs overlap".to_string()
+        });
     }
     if spec.manual_resume {
         rules.push("stays paused when pinged until resumed by hand".to_string());
@@ -458,6 +468,23 @@ mod tests {
                 "  alerts when runs overlap",
                 "  stays paused when pinged until resumed by hand",
                 "  only POST requests count as pings",
+            ]
+        );
+    }
+
+    #[test]
+    fn lock_seats_are_explained_with_the_overlaps_they_allow() {
+        let e = explain(
+            &spec(serde_json::json!({
+                "slug": "crawl", "interval": "1h", "max_instances": 3, "alert_on_overlap": true,
+            })),
+            now(),
+        );
+        assert_eq!(
+            e.lines[1..],
+            [
+                "  up to 3 runs may hold the job guard's lock at once (max_instances)",
+                "  alerts when more than 3 runs overlap",
             ]
         );
     }

@@ -29,6 +29,8 @@ pub struct Ping {
     pub user_agent: Option<String>,
     pub scheme: &'static str,
     pub body: Vec<u8>,
+    /// Why a run was skipped (a `skip` ping).
+    pub reason: Option<String>,
 }
 
 impl Ping {
@@ -48,6 +50,7 @@ impl Ping {
             user_agent: None,
             scheme: "http",
             body: Vec::new(),
+            reason: None,
         }
     }
 }
@@ -217,6 +220,7 @@ pub fn apply_pending_runs(
             scheme: p.ping.scheme.to_string(),
             body: p.ping.body.clone(),
             duration_ms: applied.duration_ms,
+            reason: p.ping.reason.clone(),
         });
     }
     check.summary = entry.summary;
@@ -287,6 +291,8 @@ pub struct PingRecord {
     pub scheme: String,
     pub body: Vec<u8>,
     pub duration_ms: Option<i64>,
+    /// Why a run was skipped (a `skip` ping).
+    pub reason: Option<String>,
 }
 
 /// A run read back.

@@ -36,6 +36,9 @@ pub struct Measures {
     pub last_duration: Option<Duration>,
     /// Runs that started while another was open, ever.
     pub overlaps: i64,
+    /// The job guard's lock seats held now (not measured from the summary:
+    /// the caller fills it in).
+    pub locks_held: i64,
 }
 
 impl Measures {
@@ -103,6 +106,7 @@ pub fn measure(
         running: e.running,
         last_duration: summary.last_duration_ms.map(Duration::milliseconds),
         overlaps: summary.overlaps,
+        locks_held: 0,
     }
 }
 

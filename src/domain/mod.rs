@@ -5,6 +5,7 @@ pub mod check; // a check's definition, its validation, and a check as stored
 pub mod evaluate; // evaluate(rules, summary, now): the status and the next instant it can change
 pub mod explain; // a check's effective schedule in words, for `config check` and the dashboard
 pub mod fold; // what a ping means: the fold's rules, shared by the writers and the readers
+pub mod guard; // the job guard: whether a slot is due, lock TTLs, skip reasons
 pub mod measure; // the per-check metrics measured from a summary at `now`
 pub mod overlap; // when a check carries an overlap alert
 pub mod ping; // what one ping does to a check's summary

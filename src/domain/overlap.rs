@@ -1,5 +1,6 @@
 //! The overlap alert (SPEC §3.4): a check with `alert_on_overlap = true`
-//! carries it while two or more of its runs are open. It never changes the
+//! carries it while more of its runs are open than it has lock seats
+//! (`max_instances`, SPEC §13: up to that many runs may do one slot). It never changes the
 //! check's status; it is routed, grouped, announced and resolved like an
 //! incident. Pure: the evaluator stores what this decides.
 
@@ -7,20 +8,22 @@ use super::ping::{OpenRun, UnixMs};
 
 /// The instant from which the check carries an overlap alert, or `None` when
 /// it carries none: only with `alert_on_overlap`, while not paused (a paused
-/// check alerts nothing), and while at least two runs are open. The instant
-/// is when the second of the open runs started, the earliest moment the
-/// current set of open runs overlapped.
+/// check alerts nothing), and while more than `seats` runs are open (at
+/// least two). The instant is when the first run past the seats started,
+/// the earliest moment the current set of open runs overlapped too much.
 pub fn overlap_since(
     alert_on_overlap: bool,
+    seats: u32,
     paused: bool,
     open_runs: &[OpenRun],
 ) -> Option<UnixMs> {
-    if !alert_on_overlap || paused || open_runs.len() < 2 {
+    let allowed = usize::try_from(seats.max(1)).unwrap_or(usize::MAX);
+    if !alert_on_overlap || paused || open_runs.len() <= allowed {
         return None;
     }
     let mut starts: Vec<UnixMs> = open_runs.iter().map(|r| r.started_at).collect();
     starts.sort_unstable();
-    starts.get(1).copied()
+    starts.get(allowed).copied()
 }
 
 #[cfg(test)]
@@ -41,34 +44,44 @@ mod tests {
     #[test]
     fn two_open_runs_alert_from_the_second_start() {
         let runs = [run(1, 1_000), run(2, 5_000)];
-        assert_eq!(overlap_since(true, false, &runs), Some(5_000));
+        assert_eq!(overlap_since(true, 1, false, &runs), Some(5_000));
         // Order in the summary does not matter.
         let runs = [run(2, 5_000), run(1, 1_000)];
-        assert_eq!(overlap_since(true, false, &runs), Some(5_000));
+        assert_eq!(overlap_since(true, 1, false, &runs), Some(5_000));
     }
 
     #[test]
     fn three_open_runs_alert_from_the_second_earliest_start() {
         let runs = [run(3, 9_000), run(1, 1_000), run(2, 5_000)];
-        assert_eq!(overlap_since(true, false, &runs), Some(5_000));
+        assert_eq!(overlap_since(true, 1, false, &runs), Some(5_000));
     }
 
     #[test]
     fn fewer_than_two_open_runs_alert_nothing() {
-        assert_eq!(overlap_since(true, false, &[]), None);
-        assert_eq!(overlap_since(true, false, &[run(1, 1_000)]), None);
+        assert_eq!(overlap_since(true, 1, false, &[]), None);
+        assert_eq!(overlap_since(true, 1, false, &[run(1, 1_000)]), None);
+    }
+
+    #[test]
+    fn runs_within_the_lock_seats_do_not_overlap() {
+        let runs = [run(1, 1_000), run(2, 2_000), run(3, 3_000)];
+        assert_eq!(overlap_since(true, 2, false, &runs[..2]), None);
+        assert_eq!(overlap_since(true, 2, false, &runs), Some(3_000));
+        assert_eq!(overlap_since(true, 3, false, &runs), None);
+        // Zero seats is read as one.
+        assert_eq!(overlap_since(true, 0, false, &runs[..2]), Some(2_000));
     }
 
     #[test]
     fn without_alert_on_overlap_nothing_alerts() {
         let runs = [run(1, 1_000), run(2, 5_000)];
-        assert_eq!(overlap_since(false, false, &runs), None);
+        assert_eq!(overlap_since(false, 1, false, &runs), None);
     }
 
     #[test]
     fn a_paused_check_alerts_nothing() {
         let runs = [run(1, 1_000), run(2, 5_000)];
-        assert_eq!(overlap_since(true, true, &runs), None);
+        assert_eq!(overlap_since(true, 1, true, &runs), None);
     }
 
     #[test]
@@ -76,7 +89,7 @@ mod tests {
         let mut plain = run(1, 1_000);
         plain.rid = None;
         assert_eq!(
-            overlap_since(true, false, &[plain, run(2, 2_000)]),
+            overlap_since(true, 1, false, &[plain, run(2, 2_000)]),
             Some(2_000)
         );
     }
@@ -96,7 +109,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, s)| run(i as i64, *s))
                 .collect();
-            let got = overlap_since(wanted, paused, &runs);
+            let got = overlap_since(wanted, 1, paused, &runs);
             prop_assert_eq!(got.is_some(), wanted && !paused && runs.len() >= 2);
             if let Some(at) = got {
                 prop_assert!(starts.contains(&at));

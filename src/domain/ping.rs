@@ -14,6 +14,9 @@ pub enum PingKind {
     Start,
     Fail,
     Log,
+    /// A run the job guard skipped (SPEC §13): recorded with its reason,
+    /// changes nothing.
+    Skip,
     /// Received but not counted (wrong method, or a paused check with manual resume).
     Ignored,
 }
@@ -26,6 +29,7 @@ impl PingKind {
             PingKind::Start => "start",
             PingKind::Fail => "fail",
             PingKind::Log => "log",
+            PingKind::Skip => "skip",
             PingKind::Ignored => "ign",
         }
     }
@@ -37,6 +41,7 @@ impl PingKind {
             "start" => PingKind::Start,
             "fail" => PingKind::Fail,
             "log" => PingKind::Log,
+            "skip" => PingKind::Skip,
             "ign" => PingKind::Ignored,
             _ => return None,
         })
@@ -176,7 +181,7 @@ impl Summary {
             ..Applied::default()
         };
         match ping.kind {
-            PingKind::Log | PingKind::Ignored => return applied,
+            PingKind::Log | PingKind::Skip | PingKind::Ignored => return applied,
             PingKind::Start => self.start(ping, next_run_id(), &mut applied),
             PingKind::Success => {
                 self.last_success_at = Some(ping.at);

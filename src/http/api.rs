@@ -76,6 +76,8 @@ pub struct CheckInputDoc {
     recovery_threshold: Option<u32>,
     max_runtime: Option<String>,
     alert_on_overlap: Option<bool>,
+    /// Lock seats of the job guard (default 1): runs that may hold the lock at once.
+    max_instances: Option<u32>,
     manual_resume: Option<bool>,
     /// `""` (any method) or `"POST"`.
     methods: Option<String>,
@@ -103,6 +105,7 @@ pub struct CheckView {
     /// `null`: the grace.
     pub max_runtime: Option<String>,
     pub alert_on_overlap: bool,
+    pub max_instances: u32,
     pub manual_resume: bool,
     #[schema(value_type = String)]
     pub methods: &'static str,
@@ -125,6 +128,21 @@ pub struct CheckView {
     pub last_duration: Option<f64>,
     pub next_due: Option<String>,
     pub ping_url: String,
+    /// The job guard's held lock seats, soonest expiry first (SPEC §13);
+    /// given when one check is read (`GET /checks/{check}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locks: Option<Vec<LockView>>,
+}
+
+/// A held lock seat.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LockView {
+    /// The fencing token: it only grows per check.
+    pub token: i64,
+    pub holder: String,
+    pub acquired: String,
+    /// When the seat frees unless its holder renews it.
+    pub expires: String,
 }
 
 impl CheckView {
@@ -164,6 +182,7 @@ impl CheckView {
             failure_threshold: spec.failure_threshold,
             recovery_threshold: spec.recovery_threshold,
             alert_on_overlap: spec.alert_on_overlap,
+            max_instances: spec.max_instances,
             manual_resume: spec.manual_resume,
             source: check.source,
             paused: check.paused,
@@ -177,6 +196,7 @@ impl CheckView {
             last_items: s.last_items,
             last_duration: s.last_duration_ms.map(|ms| ms as f64 / 1000.0),
             next_due: due.map(|t| rfc3339(t.timestamp_millis())),
+            locks: None,
         }
     }
 }
@@ -220,6 +240,7 @@ pub fn input_json(spec: &CheckSpec) -> Map<String, Value> {
         serde_json::json!(spec.max_runtime.map(format_duration)),
     );
     put("alert_on_overlap", serde_json::json!(spec.alert_on_overlap));
+    put("max_instances", serde_json::json!(spec.max_instances));
     put("manual_resume", serde_json::json!(spec.manual_resume));
     put("methods", serde_json::json!(spec.methods.as_str()));
     m
@@ -415,7 +436,20 @@ async fn get_check(
     Path(key): Path<String>,
 ) -> Result<Json<CheckView>, AppError> {
     let check = find(&state, &key).await?;
-    Ok(Json(view(&state, check)))
+    let locks = state.store.locks(check.id, crate::clock::now_ms()).await?;
+    let mut v = view(&state, check);
+    v.locks = Some(
+        locks
+            .into_iter()
+            .map(|s| LockView {
+                token: s.token,
+                holder: s.holder,
+                acquired: rfc3339(s.acquired_at),
+                expires: rfc3339(s.expires_at),
+            })
+            .collect(),
+    );
+    Ok(Json(v))
 }
 
 fn refuse_config(check: &Check) -> Result<(), AppError> {

@@ -42,7 +42,8 @@ struct Limit {
 pub struct PingView {
     /// Sequence number within the check, from 1.
     n: i64,
-    /// `success`, `start`, `fail`, `log` or `ign` (ignored).
+    /// `success`, `start`, `fail`, `log`, `skip` (the job guard skipped a
+    /// run) or `ign` (ignored).
     #[serde(rename = "type")]
     #[schema(value_type = String)]
     kind: &'static str,
@@ -63,6 +64,9 @@ pub struct PingView {
     body_size: usize,
     /// Where the body can be downloaded as it was sent (`null`: no body).
     body_url: Option<String>,
+    /// Why the run was skipped (`skip` pings only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
 }
 
 impl PingView {
@@ -88,6 +92,7 @@ impl PingView {
             body_hex,
             body_size,
             body_url: (body_size > 0).then(|| format!("{body_base}/{}/body", p.n)),
+            reason: p.reason,
         }
     }
 }

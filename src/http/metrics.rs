@@ -128,6 +128,13 @@ async fn per_check(state: &AppState, now: i64) -> Result<Vec<Row>, String> {
     };
     let settings = Arc::new(state.config.metrics.clone());
     let spans = Arc::new(state.observed.spans());
+    let locks = Arc::new(
+        state
+            .store
+            .locks_held(now.timestamp_millis())
+            .await
+            .map_err(|e| format!("cannot read the job guard's locks: {e:#}"))?,
+    );
     let started = std::time::Instant::now();
     let (mut pages, mut waited, mut longest) = (0u32, Duration::ZERO, Duration::ZERO);
     let mut out = Vec::new();
@@ -158,10 +165,11 @@ async fn per_check(state: &AppState, now: i64) -> Result<Vec<Row>, String> {
         pages += 1;
         waited += wait;
         longest = longest.max(wait);
-        let spans = spans.clone();
-        let page_rows = tokio::task::spawn_blocking(move || rows(selected, states, &spans, now))
-            .await
-            .map_err(|e| e.to_string())?;
+        let (spans, locks) = (spans.clone(), locks.clone());
+        let page_rows =
+            tokio::task::spawn_blocking(move || rows(selected, states, &spans, &locks, now))
+                .await
+                .map_err(|e| e.to_string())?;
         out.extend(page_rows);
     }
     tracing::debug!(

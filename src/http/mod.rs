@@ -22,6 +22,7 @@ pub mod api; // the native management API /api/v1: checks and their history
 pub mod auth; // API keys, scopes and the loopback-only rule without keys
 pub mod badge; // status badges (svg, json, shields)
 pub mod error; // AppError: one error path to JSON answers
+pub mod guard; // the job guard: due, lock and unlock beside the ping URLs
 pub mod history; // what was recorded of a check: pings, runs, flips, incidents, events
 pub mod metrics; // /metrics, optionally on its own listener and behind a token
 pub mod ping; // the healthchecks.io-compatible ping endpoint

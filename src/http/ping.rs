@@ -1,5 +1,7 @@
 //! The healthchecks.io-compatible ping endpoints (SPEC §4):
-//! `/ping/{uuid}[/start|/fail|/log|/{exit}]` and `/ping/{ping_key}/{slug}[/…]`.
+//! `/ping/{uuid}[/start|/fail|/log|/skip|/{exit}]` and
+//! `/ping/{ping_key}/{slug}[/…]`; the job guard's `due`, `lock` and `unlock`
+//! share their URLs and are answered in [`super::guard`].
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -14,12 +16,14 @@ use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
 use super::auth::client_ip;
+use super::guard::GuardOp;
 use super::rate_limit::{retry_after_secs, KeyedLimiter};
 use super::AppState;
 use crate::clock;
 use crate::config::MAX_PING_BODY;
 use crate::domain::check::CheckSpec;
 use crate::domain::fold::Ping;
+use crate::domain::guard::MAX_REASON;
 use crate::domain::ping::PingKind;
 use crate::metrics::{Metrics, Rejected};
 use crate::store::{CheckSource, StoreError};
@@ -30,6 +34,8 @@ use crate::workers::ingest::IngestError;
 struct Action {
     kind: PingKind,
     exit_status: Option<u8>,
+    /// A job guard request rather than a ping.
+    guard: Option<GuardOp>,
 }
 
 /// Where the ping goes.
@@ -51,6 +57,8 @@ struct Query {
     rid: Option<Uuid>,
     items: Option<u64>,
     create: bool,
+    /// A skip's reason.
+    reason: Option<String>,
 }
 
 /// Handles every ping form and method.
@@ -100,10 +108,14 @@ async fn answer(
             Ok(t) => t,
             Err(r) => return reject(&state.metrics, r, limit),
         };
-    let query = match parse_query(query.as_deref()) {
+    let query_text = query;
+    let query = match parse_query(query_text.as_deref()) {
         Ok(q) => q,
         Err(r) => return reject(&state.metrics, r, limit),
     };
+    if let Some(op) = action.guard {
+        return guard(&state, target, op, &method, query_text.as_deref(), client).await;
+    }
     if query.create && !matches!(target, Target::Slug(_)) {
         return reject(
             &state.metrics,
@@ -169,16 +181,55 @@ async fn answer(
         user_agent,
         scheme: "http",
         body,
+        reason: query.reason.filter(|_| action.kind == PingKind::Skip),
     };
+    let skipped = ping.reason.clone();
     let result = state.ingest.submit(ping).await;
     if result.is_ok() {
         state.metrics.ping(action.kind);
+        if action.kind == PingKind::Skip {
+            state.metrics.skip(skipped.as_deref().unwrap_or(""));
+        }
     }
     match result {
         Ok(_) if created => respond(StatusCode::CREATED, "Created", limit),
         Ok(_) => respond(StatusCode::OK, "OK", limit),
         Err(IngestError::Unavailable) => unavailable(&state.metrics, limit),
     }
+}
+
+/// A job guard request: for an existing check only (never `?create=1`).
+async fn guard(
+    state: &AppState,
+    target: Target<'_>,
+    op: GuardOp,
+    method: &Method,
+    query: Option<&str>,
+    client: std::net::IpAddr,
+) -> Response {
+    let limit = state.config.ping_body_limit;
+    let found = match &target {
+        Target::Uuid(u) => state.ingest.resolve_uuid(*u).await,
+        Target::Slug(s) => state.ingest.resolve_slug(s).await,
+    };
+    let check_id = match found {
+        Ok(Some(c)) => c,
+        Ok(None) => return reject(&state.metrics, Rejection::NotFound, limit),
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "cannot look up a check");
+            return unavailable(&state.metrics, limit);
+        }
+    };
+    if let Some(r) = over_limit(
+        state,
+        state.limits.per_check.as_ref(),
+        check_id,
+        Rejected::RateLimitCheck,
+        "to this check ([rate_limit] per_check)",
+    ) {
+        return r;
+    }
+    super::guard::answer(state, check_id, op, method, query, &client.to_string()).await
 }
 
 /// Creates a check with defaults for `?create=1`; a concurrent create of the
@@ -207,6 +258,7 @@ fn parse_path<'a>(
     let success = Action {
         kind: PingKind::Success,
         exit_status: None,
+        guard: None,
     };
     match parts[..] {
         [code] => Uuid::parse_str(code)
@@ -233,19 +285,29 @@ fn parse_path<'a>(
 
 /// `None` when the segment is not an action at all (it may be a slug).
 fn parse_action(segment: &str) -> Result<Option<Action>, Rejection> {
+    if let Some(op) = GuardOp::parse(segment) {
+        return Ok(Some(Action {
+            kind: PingKind::Log,
+            exit_status: None,
+            guard: Some(op),
+        }));
+    }
     let kind = match segment {
         "start" => PingKind::Start,
         "fail" => PingKind::Fail,
         "log" => PingKind::Log,
+        "skip" => PingKind::Skip,
         s if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
             return match s.parse::<u8>() {
                 Ok(0) => Ok(Some(Action {
                     kind: PingKind::Success,
                     exit_status: Some(0),
+                    guard: None,
                 })),
                 Ok(code) => Ok(Some(Action {
                     kind: PingKind::Fail,
                     exit_status: Some(code),
+                    guard: None,
                 })),
                 Err(_) => Err(Rejection::BadRequest("invalid url format")),
             };
@@ -255,6 +317,7 @@ fn parse_action(segment: &str) -> Result<Option<Action>, Rejection> {
     Ok(Some(Action {
         kind,
         exit_status: None,
+        guard: None,
     }))
 }
 
@@ -287,6 +350,7 @@ fn parse_query(query: Option<&str>) -> Result<Query, Rejection> {
         rid: None,
         items: None,
         create: false,
+        reason: None,
     };
     for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
         match key.as_ref() {
@@ -308,10 +372,26 @@ fn parse_query(query: Option<&str>) -> Result<Query, Rejection> {
                 })?);
             }
             "create" => q.create = value == "1",
+            "reason" => q.reason = Some(skip_reason(&value)),
             _ => {}
         }
     }
     Ok(q)
+}
+
+/// A skip's reason as stored: without control characters (a log line
+/// stays one line), at most [`MAX_REASON`] bytes, cut at a character.
+fn skip_reason(text: &str) -> String {
+    let clean: String = text
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut end = clean.len().min(MAX_REASON);
+    while !clean.is_char_boundary(end) {
+        end -= 1;
+    }
+    clean[..end].to_string()
 }
 
 /// Why a ping's body is not stored.

@@ -490,6 +490,8 @@ struct PingRow {
     duration: Option<String>,
     body: Option<String>,
     body_size: usize,
+    /// A skip's reason.
+    reason: Option<String>,
 }
 
 fn seconds_words(ms: i64) -> String {
@@ -539,6 +541,7 @@ async fn check_page(
                 duration: p.duration_ms.map(seconds_words),
                 body,
                 body_size,
+                reason: p.reason,
             }
         })
         .collect();
@@ -633,6 +636,20 @@ async fn check_page(
             }
         })
         .collect();
+    let locks: Vec<_> = state
+        .store
+        .locks(check.id, clock::now_ms())
+        .await?
+        .into_iter()
+        .map(|l| {
+            context! {
+                holder => l.holder,
+                token => l.token,
+                acquired => when(Some(l.acquired_at), now),
+                expires => when(Some(l.expires_at), now),
+            }
+        })
+        .collect();
     let badge = unique_key(check.uuid);
     let v = super::api::view(&state, check);
     let status = status_word(v.status.as_str());
@@ -654,6 +671,7 @@ async fn check_page(
             windows,
             spark => spark(&items),
             pings,
+            locks,
             runs,
             flips,
             incidents,

@@ -33,7 +33,7 @@ use crate::config::Scope;
 use crate::domain::check::Check;
 use crate::domain::check::{format_duration, CheckInput, CheckSpec, FieldError, Schedule};
 use crate::domain::fold::PingRecord;
-use crate::domain::ping::UnixMs;
+use crate::domain::ping::{PingKind, UnixMs};
 use crate::domain::status::Status;
 use crate::notify::message::LabelSet;
 use crate::store::{CheckSource, StoreError};
@@ -332,6 +332,8 @@ fn check_json(state: &AppState, check: Check, readonly: bool) -> Value {
     m.insert("next_ping".into(), json!(next_ping));
     m.insert("manual_resume".into(), json!(spec.manual_resume));
     m.insert("methods".into(), json!(spec.methods.as_str()));
+    // overdue's own: the job guard's lock seats.
+    m.insert("max_instances".into(), json!(spec.max_instances));
     for k in [
         "subject",
         "subject_fail",
@@ -447,6 +449,8 @@ struct V3Spec {
     tz: Option<String>,
     manual_resume: Option<bool>,
     methods: Option<String>,
+    /// overdue's own field: the job guard's lock seats (SPEC §13).
+    max_instances: Option<u32>,
     unique: Vec<String>,
 }
 
@@ -505,6 +509,16 @@ fn parse_spec(body: &[u8]) -> Result<V3Spec, V3Error> {
         schedule: string("schedule")?,
         tz: string("tz")?,
         methods: string("methods")?,
+        max_instances: match m.get("max_instances") {
+            None => None,
+            Some(Value::Number(n)) => Some(
+                n.as_u64()
+                    .and_then(|v| u32::try_from(v).ok())
+                    .filter(|v| (1..=crate::domain::check::MAX_INSTANCES).contains(v))
+                    .ok_or_else(|| err("max_instances", "is out of range (1 to 1000)"))?,
+            ),
+            Some(_) => return Err(err("max_instances", "is not a number")),
+        },
         ..V3Spec::default()
     };
     // Accepted and ignored: routing is by labels; the e-mail filters do not apply.
@@ -588,6 +602,9 @@ fn apply_spec(base: &mut Map<String, Value>, s: &V3Spec) {
     }
     if let Some(v) = &s.methods {
         base.insert("methods".into(), json!(v));
+    }
+    if let Some(v) = s.max_instances {
+        base.insert("max_instances".into(), json!(v));
     }
     match (&s.schedule, s.timeout) {
         (Some(expr), _) => {
@@ -750,7 +767,14 @@ async fn resume_check(
 
 fn ping_json(base: &str, uuid: Uuid, p: PingRecord) -> Value {
     let mut m = Map::new();
-    m.insert("type".into(), json!(p.kind.as_str()));
+    // healthchecks has no skip: a skip is its `log` kind, with overdue's
+    // own `reason` beside it.
+    if p.kind == PingKind::Skip {
+        m.insert("type".into(), json!(PingKind::Log.as_str()));
+        m.insert("reason".into(), json!(p.reason));
+    } else {
+        m.insert("type".into(), json!(p.kind.as_str()));
+    }
     m.insert("date".into(), json!(python_isoformat(p.at)));
     m.insert("n".into(), json!(p.n));
     m.insert("scheme".into(), json!(p.scheme));

@@ -5,6 +5,7 @@
 //! then produced family by family while the response body streams, so the
 //! full text (about 1.6 KiB per check) is never held in memory at once.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use axum::body::Bytes;
@@ -92,11 +93,13 @@ fn push_label(out: &mut String, key: &str, value: &str) {
 }
 
 /// Measures the selected checks the evaluator holds (both lists in id order;
-/// checks it does not hold, e.g. just deleted, are left out).
+/// checks it does not hold, e.g. just deleted, are left out), with the lock
+/// seats each holds (`locks`, by check id).
 pub fn rows(
     selected: Vec<Selected>,
     states: Vec<CheckState>,
     unobserved: &[Span],
+    locks: &HashMap<i64, i64>,
     now: DateTime<Utc>,
 ) -> Vec<Row> {
     let mut states = states.into_iter().peekable();
@@ -108,9 +111,11 @@ pub fn rows(
         let Some(st) = states.next_if(|st| st.id == s.id) else {
             continue;
         };
+        let mut m = measure(&st.rules, &st.summary, st.paused, unobserved, now);
+        m.locks_held = locks.get(&s.id).copied().unwrap_or(0);
         out.push(Row {
             labels: s.labels,
-            m: measure(&st.rules, &st.summary, st.paused, unobserved, now),
+            m,
         });
     }
     out
@@ -231,6 +236,12 @@ const FAMILIES: &[Family] = &[
         kind: "counter",
         help: "Runs that started while another run of the check was open.",
         value: |m| Some(Value::Int(m.overlaps)),
+    },
+    Family {
+        name: "overdue_check_locks_held",
+        kind: "gauge",
+        help: "Lock seats of the job guard held now (at most max_instances).",
+        value: |m| Some(Value::Int(m.locks_held)),
     },
 ];
 
@@ -407,7 +418,13 @@ mod tests {
             check(3, Some("c"), "C", "{}"),
         ];
         let selected = select(page, &settings(&[], ""));
-        let rows = rows(selected, vec![state(1), state(3)], &[], Utc::now());
+        let rows = rows(
+            selected,
+            vec![state(1), state(3)],
+            &[],
+            &HashMap::new(),
+            Utc::now(),
+        );
         let labels: Vec<&str> = rows.iter().map(|r| &*r.labels).collect();
         assert_eq!(labels, [r#"check="a",name="A""#, r#"check="c",name="C""#]);
     }
@@ -418,7 +435,13 @@ mod tests {
             .map(|i| check(i, Some(&format!("c{i}")), "N", "{}"))
             .collect();
         let states: Vec<CheckState> = (1..=3000).map(state).collect();
-        let rows = rows(select(page, &settings(&[], "")), states, &[], Utc::now());
+        let rows = rows(
+            select(page, &settings(&[], "")),
+            states,
+            &[],
+            &HashMap::new(),
+            Utc::now(),
+        );
         let e = Exposition::new(b"# head\n".to_vec(), rows);
         let chunks: Vec<Bytes> = e.collect();
         assert!(chunks.len() > 3, "streamed in chunks");
@@ -439,7 +462,7 @@ mod tests {
         }
         assert_eq!(
             seen.len(),
-            1 + 7,
+            1 + 8,
             "families with values for new checks: {seen:?}"
         );
         assert!(text.contains("overdue_check_status{check=\"c7\",name=\"N\",status=\"new\"} 1\n"));

@@ -7,6 +7,7 @@ use prometheus::{
     Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
+use crate::domain::guard::{skip_class, SKIP_CLASSES};
 use crate::domain::ping::PingKind;
 
 pub mod checks; // per-check series rendered at scrape time
@@ -53,7 +54,9 @@ pub struct Metrics {
     registry: Registry,
     pings: IntCounterVec,
     /// `pings` by [`PingKind`], looked up once: a ping costs no label hash.
-    pings_by_kind: [IntCounter; 4],
+    pings_by_kind: [IntCounter; 5],
+    /// Skips recorded (`overdue_skips_total{reason}`), by [`skip_class`].
+    skips: IntCounterVec,
     ping_rejected: IntCounterVec,
     notifications: IntCounterVec,
     notification_queue: IntGauge,
@@ -84,6 +87,18 @@ impl Metrics {
             &["reason"],
         )
         .expect("valid metric");
+        let skips = IntCounterVec::new(
+            Opts::new(
+                "overdue_skips_total",
+                "Runs the job guard skipped, recorded as skip pings, by reason \
+                 (done, locked, quiet, other).",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        for class in SKIP_CLASSES {
+            skips.with_label_values(&[class]);
+        }
         let notifications = IntCounterVec::new(
             Opts::new(
                 "overdue_notifications_total",
@@ -142,6 +157,7 @@ impl Metrics {
             PingKind::Start,
             PingKind::Fail,
             PingKind::Log,
+            PingKind::Skip,
         ]
         .map(|kind| pings.with_label_values(&[kind.as_str()]));
         for r in [
@@ -162,6 +178,7 @@ impl Metrics {
         for c in [
             Box::new(pings.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(ping_rejected.clone()),
+            Box::new(skips.clone()),
             Box::new(notifications.clone()),
             Box::new(notification_queue.clone()),
             Box::new(dead_letters.clone()),
@@ -178,6 +195,7 @@ impl Metrics {
             registry,
             pings,
             pings_by_kind,
+            skips,
             ping_rejected,
             notifications,
             notification_queue,
@@ -200,6 +218,7 @@ impl Metrics {
             PingKind::Start => 1,
             PingKind::Fail => 2,
             PingKind::Log => 3,
+            PingKind::Skip => 4,
             // Never asked for by a URL; counted if it ever is.
             PingKind::Ignored => {
                 self.pings.with_label_values(&[kind.as_str()]).inc();
@@ -207,6 +226,11 @@ impl Metrics {
             }
         };
         self.pings_by_kind[i].inc();
+    }
+
+    /// Counts a skip recorded with this reason.
+    pub fn skip(&self, reason: &str) {
+        self.skips.with_label_values(&[skip_class(reason)]).inc();
     }
 
     /// Counts a ping answered without being stored.

@@ -17,6 +17,7 @@ pub mod checks; // checks and their history: the SQL both backends share, writte
 mod dialect; // what each backend does its own way, for the code both share
 pub mod keys; // API keys (their hashes)
 pub mod lease; // the leader lease and the fencing of leader-only writes
+pub mod locks; // the job guard's lock seats and fencing tokens
 pub mod metrics; // what a metrics scrape reads
 pub mod notify; // the notification outbox, delivery attempts, silences
 pub mod postgres; // the PostgreSQL backend: its dialect work, one concern a file
@@ -244,6 +245,7 @@ pub trait Store:
     + replicas::ReplicaStore
     + notify::NotifyStore
     + lease::LeaseStore
+    + locks::LockStore
     + metrics::MetricsStore
     + keys::KeyStore
     + retention::RetentionStore

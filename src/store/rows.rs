@@ -28,10 +28,11 @@ pub(crate) struct InboxRow {
     user_agent: Option<String>,
     scheme: String,
     body: Option<Vec<u8>>,
+    reason: Option<String>,
 }
 
 pub(crate) const INBOX_COLUMNS: &str = "id, check_id, at, kind, exit_status, items, rid, \
-    method, remote_addr, user_agent, scheme, body";
+    method, remote_addr, user_agent, scheme, body, reason";
 
 impl InboxRow {
     pub(crate) fn into_ping(self) -> StoredPing {
@@ -53,6 +54,7 @@ impl InboxRow {
                     "http"
                 },
                 body: self.body.unwrap_or_default(),
+                reason: self.reason,
             },
         }
     }
@@ -74,6 +76,7 @@ pub(crate) struct PingRow {
     scheme: String,
     body: Option<Vec<u8>>,
     duration_ms: Option<i64>,
+    reason: Option<String>,
 }
 
 impl PingRow {
@@ -92,6 +95,7 @@ impl PingRow {
             scheme: self.scheme,
             body: self.body.unwrap_or_default(),
             duration_ms: self.duration_ms,
+            reason: self.reason,
         }
     }
 }
@@ -144,6 +148,7 @@ pub(crate) struct CheckRow {
     recovery_threshold: i64,
     max_runtime_ms: Option<i64>,
     alert_on_overlap: bool,
+    max_instances: i64,
     manual_resume: bool,
     methods: String,
     paused: bool,
@@ -178,7 +183,7 @@ pub(crate) struct SummaryRow {
 pub(crate) const CHECK_COLUMNS: &str = "c.id, c.uuid, c.slug, c.name, c.description, c.labels, \
     c.interval_ms, c.cron, c.tz, c.grace_ms, c.active_hours, c.zero_items_after_ms, \
     c.zero_items_runs, c.failure_threshold, c.recovery_threshold, c.max_runtime_ms, \
-    c.alert_on_overlap, c.manual_resume, c.methods, c.paused, c.source, c.created_at, \
+    c.alert_on_overlap, c.max_instances, c.manual_resume, c.methods, c.paused, c.source, c.created_at, \
     s.n_pings, s.last_ping_at, s.last_ping_kind, s.last_success_at, s.last_start_at, \
     s.last_failure_at, s.last_items, s.last_items_at, s.zero_streak_since, s.zero_streak_runs, \
     s.consecutive_failures, s.consecutive_successes, s.last_duration_ms, s.open_runs, s.overlap_count, \
@@ -252,6 +257,7 @@ impl CheckRow {
                 recovery_threshold: count(self.recovery_threshold),
                 max_runtime: duration(self.max_runtime_ms),
                 alert_on_overlap: self.alert_on_overlap,
+                max_instances: u32::try_from(self.max_instances).unwrap_or(1).max(1),
                 manual_resume: self.manual_resume,
                 methods: if self.methods == "POST" {
                     Methods::Post
@@ -417,6 +423,7 @@ pub(crate) struct CheckValues {
     pub recovery_threshold: i64,
     pub max_runtime_ms: Option<i64>,
     pub alert_on_overlap: bool,
+    pub max_instances: i64,
     pub manual_resume: bool,
     pub methods: &'static str,
     pub source: &'static str,
@@ -441,6 +448,7 @@ impl CheckValues {
             recovery_threshold: i64::from(spec.recovery_threshold),
             max_runtime_ms: spec.max_runtime.map(ms),
             alert_on_overlap: spec.alert_on_overlap,
+            max_instances: i64::from(spec.max_instances),
             manual_resume: spec.manual_resume,
             methods: spec.methods.as_str(),
             source: source.as_str(),
@@ -467,6 +475,7 @@ pub(crate) fn insert_check_sql() -> String {
         "recovery_threshold",
         "max_runtime_ms",
         "alert_on_overlap",
+        "max_instances",
         "manual_resume",
         "methods",
         "source",
@@ -498,6 +507,7 @@ const UPDATE_COLUMNS: &[&str] = &[
     "recovery_threshold",
     "max_runtime_ms",
     "alert_on_overlap",
+    "max_instances",
     "manual_resume",
     "methods",
     "updated_at",
@@ -536,6 +546,7 @@ macro_rules! bind_update_values {
             .bind($v.recovery_threshold)
             .bind($v.max_runtime_ms)
             .bind($v.alert_on_overlap)
+            .bind($v.max_instances)
             .bind($v.manual_resume)
             .bind($v.methods)
             .bind($now)
@@ -564,6 +575,7 @@ macro_rules! bind_check_values {
             .bind($v.recovery_threshold)
             .bind($v.max_runtime_ms)
             .bind($v.alert_on_overlap)
+            .bind($v.max_instances)
             .bind($v.manual_resume)
             .bind($v.methods)
             .bind($v.source)

@@ -576,10 +576,14 @@ impl Evaluator {
 
         // The overlap alert, from the runs as they are now (timed-out ones
         // closed): it never changes the status.
-        let since = self
-            .entries
-            .get(&id)
-            .and_then(|e| overlap_since(rules.alert_on_overlap, e.paused, &e.summary.open_runs));
+        let since = self.entries.get(&id).and_then(|e| {
+            overlap_since(
+                rules.alert_on_overlap,
+                rules.max_instances,
+                e.paused,
+                &e.summary.open_runs,
+            )
+        });
         if !self.settle_overlap(id, since, now).await {
             return Outcome::Retry;
         }

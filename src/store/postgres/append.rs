@@ -82,10 +82,10 @@ impl PgStore {
         let mut conn = self.appenders.take().await?;
         sqlx::query(
             "INSERT INTO ping_inbox (check_id, at, kind, exit_status, items, rid, method, \
-             remote_addr, user_agent, scheme, body) \
+             remote_addr, user_agent, scheme, body, reason) \
              SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], \
              $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
-             $11::bytea[])",
+             $11::bytea[], $12::text[])",
         )
         .bind(&c.check_id)
         .bind(&c.at)
@@ -98,6 +98,7 @@ impl PgStore {
         .bind(&c.user_agent)
         .bind(&c.scheme)
         .bind(&c.body)
+        .bind(&c.reason)
         .execute(&mut conn)
         .await?;
         // Only a connection that just succeeded is kept; on an error `?`
@@ -121,6 +122,7 @@ struct PingColumns {
     user_agent: Vec<Option<String>>,
     scheme: Vec<&'static str>,
     body: Vec<Vec<u8>>,
+    reason: Vec<Option<String>>,
 }
 
 impl PingColumns {
@@ -138,5 +140,7 @@ impl PingColumns {
             .push(p.user_agent.as_ref().map(|s| s.replace('\0', "")));
         self.scheme.push(p.scheme);
         self.body.push(p.body.clone());
+        self.reason
+            .push(p.reason.as_ref().map(|s| s.replace('\0', "")));
     }
 }

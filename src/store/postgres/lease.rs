@@ -10,7 +10,7 @@ use super::PgStore;
 use crate::store::StoreError;
 
 /// The database's clock in Unix ms: every lease instant is on this clock.
-const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+pub(super) const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 impl PgStore {
     /// A transaction for a leader-only write: it locks the lease row for

@@ -11,6 +11,7 @@ mod append; // the ping path: appending batches to the inbox on kept connections
 mod dialect; // reads in a snapshot with the inbox applied; check changes under the fold lock
 mod fold; // folding the inbox into the log and the summaries, and the fold cache
 mod lease; // the leader lease, fenced transactions and change notifications
+mod locks; // the job guard's lock seats, on the database's clock
 mod retention; // trimming the ping log
 mod writes; // status changes, summaries and runs written with UNNEST
 

@@ -11,6 +11,7 @@
 
 mod checkpoint; // the checkpointer: copies the WAL into the database off the writer's path
 mod dialect; // reads in a snapshot with the log's tail applied; check changes under the writer
+mod locks; // the job guard's lock seats, expiring by the monotonic clock
 mod retention; // trimming the ping log and its index
 mod rounds; // rounds: the summaries, runs and ping index written out in chunks
 mod text; // statements sent as SQL text (a batch of status changes), and their literals
@@ -42,6 +43,8 @@ pub struct SqliteStore {
     writer: std::sync::Arc<Mutex<Writer>>,
     /// Wakes the checkpointer after the ping writer committed.
     wrote: std::sync::Arc<tokio::sync::Notify>,
+    /// When each held lock seat expires (see [`locks`]).
+    locks: Mutex<locks::Deadlines>,
     /// Ends the checkpointer when the store is dropped.
     _checkpointer: tokio_util::sync::DropGuard,
 }
@@ -95,6 +98,7 @@ impl SqliteStore {
             pool,
             writer,
             wrote,
+            locks: Mutex::new(locks::Deadlines::new()),
             _checkpointer: stop.drop_guard(),
         })
     }

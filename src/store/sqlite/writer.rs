@@ -435,7 +435,8 @@ impl Writer {
                 .bind(p.user_agent.as_deref())
                 .bind(p.scheme)
                 .bind(p.body.as_slice())
-                .bind(f.duration_ms);
+                .bind(f.duration_ms)
+                .bind(p.reason.as_deref());
         }
         // Padding rows: all NULL, left out by the statement's WHERE.
         for _ in plan.pings.len()..rows {
@@ -659,7 +660,7 @@ impl Writer {
 }
 
 /// The columns of a ping log row, as [`Writer::insert_pings`] binds them.
-const PING_LOG_COLUMNS: usize = 14;
+const PING_LOG_COLUMNS: usize = 15;
 
 /// Batches of up to this many pings get an INSERT of their own size; larger
 /// ones the next power of two, padded with rows of NULLs, so that the
@@ -682,7 +683,7 @@ fn insert_pings_sql(rows: usize) -> String {
     let row = format!("({})", vec!["?"; PING_LOG_COLUMNS].join(","));
     format!(
         "INSERT OR REPLACE INTO pings (id, check_id, n, at, kind, exit_status, items, rid, \
-         method, remote_addr, user_agent, scheme, body, duration_ms) \
+         method, remote_addr, user_agent, scheme, body, duration_ms, reason) \
          SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL",
         vec![row; rows].join(",")
     )

@@ -1,0 +1,305 @@
+//! The job guard's endpoints (SPEC §13), beside the pings they guard:
+//! `GET /ping/{uuid}/due`, `POST /ping/{uuid}/lock` and
+//! `POST /ping/{uuid}/unlock`, each also in the slug form. Answers are JSON.
+
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+use super::api::rfc3339;
+use super::AppState;
+use crate::clock;
+use crate::domain::evaluate::{instant, Rules};
+use crate::domain::guard::{default_lock_ttl, due, parse_lock_ttl, MAX_HOLDER};
+use crate::store::locks::{Acquired, Seat};
+use crate::store::StoreError;
+
+/// Which guard endpoint a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardOp {
+    Due,
+    Lock,
+    Unlock,
+}
+
+impl GuardOp {
+    /// The path segment that names it.
+    pub fn parse(segment: &str) -> Option<GuardOp> {
+        match segment {
+            "due" => Some(GuardOp::Due),
+            "lock" => Some(GuardOp::Lock),
+            "unlock" => Some(GuardOp::Unlock),
+            _ => None,
+        }
+    }
+
+    fn allows(self, method: &Method) -> bool {
+        match self {
+            GuardOp::Due => method == Method::GET || method == Method::HEAD,
+            GuardOp::Lock | GuardOp::Unlock => method == Method::POST,
+        }
+    }
+}
+
+/// The query of a lock or unlock.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct LockQuery {
+    ttl_ms: Option<i64>,
+    holder: Option<String>,
+    token: Option<i64>,
+}
+
+fn parse_lock_query(query: Option<&str>) -> Result<LockQuery, String> {
+    let mut q = LockQuery::default();
+    for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match key.as_ref() {
+            "ttl" => {
+                let d = parse_lock_ttl(&value)?;
+                q.ttl_ms = Some(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            }
+            "holder" => {
+                let h = value.trim();
+                if h.is_empty() || h.len() > MAX_HOLDER || h.chars().any(char::is_control) {
+                    return Err(format!(
+                        "holder: 1 to {MAX_HOLDER} bytes without control characters"
+                    ));
+                }
+                q.holder = Some(h.to_string());
+            }
+            "token" => {
+                let t = value.trim();
+                q.token = Some(
+                    t.parse::<i64>()
+                        .ok()
+                        .filter(|t| *t > 0)
+                        .ok_or_else(|| format!("token: {t:?} is not a lock token"))?,
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(q)
+}
+
+/// Answers a guard request for the check `check_id`.
+pub async fn answer(
+    state: &AppState,
+    check_id: i64,
+    op: GuardOp,
+    method: &Method,
+    query: Option<&str>,
+    peer: &str,
+) -> Response {
+    if !op.allows(method) {
+        let allow = if op == GuardOp::Due {
+            "GET, HEAD"
+        } else {
+            "POST"
+        };
+        let mut r = reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            json!({ "error": format!("use {allow}") }),
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static(allow));
+        return r;
+    }
+    let result = match op {
+        GuardOp::Due => due_answer(state, check_id).await,
+        GuardOp::Lock => match parse_lock_query(query) {
+            Ok(q) => lock(state, check_id, q, peer).await,
+            Err(e) => Ok(bad_request(e)),
+        },
+        GuardOp::Unlock => match parse_lock_query(query) {
+            Ok(LockQuery { token: Some(t), .. }) => unlock(state, check_id, t).await,
+            Ok(_) => Ok(bad_request("token: missing (unlock?token=N)".to_string())),
+            Err(e) => Ok(bad_request(e)),
+        },
+    };
+    match result {
+        Ok(r) => r,
+        Err(StoreError::NotFound) => reply(StatusCode::NOT_FOUND, json!({"error": "not found"})),
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "job guard request failed");
+            reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": "the database could not answer, try again"}),
+            )
+        }
+    }
+}
+
+/// The check's rules and last success, read as a check read is (pings
+/// acknowledged before this request are in it).
+async fn rules_of(state: &AppState, check_id: i64) -> Result<(Rules, Option<i64>), StoreError> {
+    let check = state
+        .store
+        .eval_check(check_id)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let rules = Rules::from_spec(&check.spec).map_err(|e| StoreError::Other(anyhow::anyhow!(e)))?;
+    Ok((rules, check.summary.last_success_at))
+}
+
+async fn due_answer(state: &AppState, check_id: i64) -> Result<Response, StoreError> {
+    let (rules, last_success) = rules_of(state, check_id).await?;
+    let now = instant(clock::now_ms()).unwrap_or_default();
+    let d = due(&rules, last_success.and_then(instant), now);
+    let at = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| rfc3339(t.timestamp_millis()));
+    Ok(reply(
+        StatusCode::OK,
+        json!({
+            "due": d.due,
+            "reason": d.reason.as_str(),
+            "slot": at(d.slot),
+            "last_success": at(d.last_success),
+            "next_due": at(d.next_due),
+            "quiet": d.quiet,
+        }),
+    ))
+}
+
+async fn lock(
+    state: &AppState,
+    check_id: i64,
+    q: LockQuery,
+    peer: &str,
+) -> Result<Response, StoreError> {
+    let now = clock::now_ms();
+    let ttl_ms = match q.ttl_ms {
+        Some(t) => t,
+        None => {
+            let (rules, _) = rules_of(state, check_id).await?;
+            let d = default_lock_ttl(&rules, instant(now).unwrap_or_default());
+            i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+        }
+    };
+    let holder = q.holder.unwrap_or_else(|| peer.to_string());
+    let got = state
+        .store
+        .acquire_lock(check_id, &holder, ttl_ms, q.token, now)
+        .await?;
+    Ok(match got {
+        Acquired::Held(seat) => {
+            let mut body = seat_json(&seat);
+            body["acquired"] = json!(true);
+            body["ttl_ms"] = json!(seat.ttl_ms);
+            reply(StatusCode::OK, body)
+        }
+        Acquired::Busy(seat) => {
+            let mut body = json!({
+                "acquired": false,
+                "holder": seat.holder,
+                "expires": rfc3339(seat.expires_at),
+            });
+            body["error"] = json!(format!(
+                "every seat is held: locked by {} until {}",
+                seat.holder,
+                rfc3339(seat.expires_at)
+            ));
+            reply(StatusCode::LOCKED, body)
+        }
+        Acquired::Lost => reply(
+            StatusCode::CONFLICT,
+            json!({
+                "acquired": false,
+                "error": format!(
+                    "token {} no longer holds a seat (it expired or was released)",
+                    q.token.unwrap_or_default()
+                ),
+            }),
+        ),
+    })
+}
+
+async fn unlock(state: &AppState, check_id: i64, token: i64) -> Result<Response, StoreError> {
+    // A check that does not exist is a 404, not a lost token.
+    if state.store.eval_check(check_id).await?.is_none() {
+        return Err(StoreError::NotFound);
+    }
+    Ok(if state.store.release_lock(check_id, token).await? {
+        reply(StatusCode::OK, json!({"released": true}))
+    } else {
+        reply(
+            StatusCode::CONFLICT,
+            json!({
+                "released": false,
+                "error": format!("token {token} no longer holds a seat (it expired or was released)"),
+            }),
+        )
+    })
+}
+
+/// A held seat as the API shows it.
+pub fn seat_json(seat: &Seat) -> Value {
+    json!({
+        "token": seat.token,
+        "holder": seat.holder,
+        "acquired": rfc3339(seat.acquired_at),
+        "expires": rfc3339(seat.expires_at),
+    })
+}
+
+fn bad_request(message: String) -> Response {
+    reply(StatusCode::BAD_REQUEST, json!({ "error": message }))
+}
+
+fn reply(status: StatusCode, body: Value) -> Response {
+    let mut r = (status, axum::Json(body)).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-store, must-revalidate"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_queries_name_what_is_wrong() {
+        let q = parse_lock_query(Some("ttl=90s&holder=web-1%3A42&token=7")).unwrap();
+        assert_eq!(
+            q,
+            LockQuery {
+                ttl_ms: Some(90_000),
+                holder: Some("web-1:42".to_string()),
+                token: Some(7),
+            }
+        );
+        assert_eq!(parse_lock_query(None).unwrap(), LockQuery::default());
+        for (bad, names) in [
+            ("ttl=0s", "ttl"),
+            ("ttl=8days", "ttl"),
+            ("ttl=soon", "ttl"),
+            ("holder=", "holder"),
+            ("holder=a%0Ab", "holder"),
+            ("token=0", "token"),
+            ("token=-3", "token"),
+            ("token=1.5", "token"),
+        ] {
+            let e = parse_lock_query(Some(bad)).unwrap_err();
+            assert!(e.starts_with(names), "{bad}: {e}");
+        }
+        let long = format!("holder={}", "x".repeat(MAX_HOLDER + 1));
+        assert!(parse_lock_query(Some(&long)).is_err());
+    }
+
+    #[test]
+    fn each_op_takes_its_methods() {
+        assert!(GuardOp::Due.allows(&Method::GET));
+        assert!(GuardOp::Due.allows(&Method::HEAD));
+        assert!(!GuardOp::Due.allows(&Method::POST));
+        assert!(GuardOp::Lock.allows(&Method::POST));
+        assert!(!GuardOp::Lock.allows(&Method::GET));
+        assert!(!GuardOp::Unlock.allows(&Method::GET));
+        assert_eq!(GuardOp::parse("lock"), Some(GuardOp::Lock));
+        assert_eq!(GuardOp::parse("locks"), None);
+    }
+}

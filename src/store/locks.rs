@@ -1,0 +1,61 @@
+//! The job guard's lock seats (SPEC §13): a check's `max_instances` seats,
+//! each held by one run until its TTL runs out, with a fencing token that
+//! only grows per check.
+//!
+//! Expiry is never judged by a replica's wall clock: PostgreSQL compares
+//! against the database's clock, SQLite against the server's monotonic
+//! clock (kept in memory; a restart gives held seats their full TTL again).
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+
+use super::StoreError;
+use crate::domain::ping::UnixMs;
+
+/// A held seat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seat {
+    pub token: i64,
+    pub holder: String,
+    pub ttl_ms: i64,
+    pub acquired_at: UnixMs,
+    /// When the seat expires unless renewed, as wall-clock Unix ms (the
+    /// database's clock on PostgreSQL; on SQLite, the server's clock now
+    /// plus what remains of the TTL by its monotonic clock).
+    pub expires_at: UnixMs,
+}
+
+/// What an acquire or a renewal got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquired {
+    /// The seat taken or renewed.
+    Held(Seat),
+    /// Every seat is held: the one that frees soonest.
+    Busy(Seat),
+    /// A renewal for a token that no longer holds a seat.
+    Lost,
+}
+
+/// Storage of lock seats.
+#[async_trait]
+pub trait LockStore {
+    /// Takes a free seat of `check_id` for `holder` (after dropping expired
+    /// ones), or, with `token`, renews that seat for another `ttl_ms`.
+    /// `NotFound` when the check does not exist.
+    async fn acquire_lock(
+        &self,
+        check_id: i64,
+        holder: &str,
+        ttl_ms: i64,
+        token: Option<i64>,
+        now: UnixMs,
+    ) -> Result<Acquired, StoreError>;
+    /// Releases the seat `token` holds; `false` when it holds none (expired,
+    /// released, or taken over after expiring).
+    async fn release_lock(&self, check_id: i64, token: i64) -> Result<bool, StoreError>;
+    /// The unexpired seats of a check, soonest expiry first.
+    async fn locks(&self, check_id: i64, now: UnixMs) -> Result<Vec<Seat>, StoreError>;
+    /// How many unexpired seats each check has (checks with none left out).
+    async fn locks_held(&self, now: UnixMs) -> Result<HashMap<i64, i64>, StoreError>;
+}
