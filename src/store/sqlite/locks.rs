@@ -23,9 +23,14 @@ struct SeatRow {
     holder: String,
     ttl_ms: i64,
     acquired_at: i64,
+    expires_at: i64,
 }
 
-const SEAT_COLUMNS: &str = "token, holder, ttl_ms, acquired_at";
+const SEAT_COLUMNS: &str = "token, holder, ttl_ms, acquired_at, expires_at";
+
+/// How far the shown expiry may be from the stored one before the stored
+/// one is taken as out of date (after a restart or a wall-clock step).
+const SHOWN_SLACK_MS: i64 = 1_000;
 
 fn ms(d: i64) -> Duration {
     Duration::from_millis(u64::try_from(d).unwrap_or(0))
@@ -46,12 +51,20 @@ fn live(
     let left = deadline
         .checked_duration_since(mono)
         .filter(|d| !d.is_zero())?;
+    // Shown as stored while that agrees with the monotonic clock, so every
+    // answer names the same instant for a seat.
+    let by_clock = wall.saturating_add(i64::try_from(left.as_millis()).unwrap_or(i64::MAX));
+    let expires_at = if (by_clock - row.expires_at).abs() <= SHOWN_SLACK_MS {
+        row.expires_at
+    } else {
+        by_clock
+    };
     Some(Seat {
         token: row.token,
         holder: row.holder,
         ttl_ms: row.ttl_ms,
         acquired_at: row.acquired_at,
-        expires_at: wall.saturating_add(i64::try_from(left.as_millis()).unwrap_or(i64::MAX)),
+        expires_at,
     })
 }
 
@@ -193,17 +206,19 @@ impl LockStore for SqliteStore {
     async fn locks_held(&self, now: UnixMs) -> Result<HashMap<i64, i64>, StoreError> {
         let mut deadlines = self.locks.lock().await;
         let mono = Instant::now();
-        let rows: Vec<(i64, i64, String, i64, i64)> =
-            sqlx::query_as("SELECT check_id, token, holder, ttl_ms, acquired_at FROM check_locks")
-                .fetch_all(&self.pool)
-                .await?;
+        let rows: Vec<(i64, i64, String, i64, i64, i64)> = sqlx::query_as(
+            "SELECT check_id, token, holder, ttl_ms, acquired_at, expires_at FROM check_locks",
+        )
+        .fetch_all(&self.pool)
+        .await?;
         let mut held = HashMap::new();
-        for (check_id, token, holder, ttl_ms, acquired_at) in rows {
+        for (check_id, token, holder, ttl_ms, acquired_at, expires_at) in rows {
             let row = SeatRow {
                 token,
                 holder,
                 ttl_ms,
                 acquired_at,
+                expires_at,
             };
             if live(&mut deadlines, check_id, row, mono, now).is_some() {
                 *held.entry(check_id).or_insert(0) += 1;
