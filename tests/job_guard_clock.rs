@@ -1,0 +1,182 @@
+//! A wall-clock step of the server neither frees nor extends a held lock
+//! (SPEC §13): the server runs under libfaketime, whose offset the test
+//! moves while seats are held, on both databases.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Backend, TestDb, HANG_GUARD};
+use serde_json::{json, Value};
+
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+/// The server as a child process under libfaketime, reading its offset from
+/// `offset_file` on every call; the monotonic clock is left alone (a wall
+/// clock step, as NTP or an operator makes one).
+struct FakedServer {
+    child: std::process::Child,
+    base: String,
+}
+
+impl FakedServer {
+    fn spawn(config: &Path, offset_file: &Path) -> FakedServer {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_overdue"))
+            .arg("--config")
+            .arg(config)
+            .arg("serve")
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .env("LD_PRELOAD", LIBFAKETIME)
+            .env("FAKETIME_TIMESTAMP_FILE", offset_file)
+            .env("FAKETIME_NO_CACHE", "1")
+            .env("DONT_FAKE_MONOTONIC", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn overdue under libfaketime");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if !sent {
+                    if let Some(i) = line.find("overdue listening on ") {
+                        let rest = &line[i + "overdue listening on ".len()..];
+                        let _ = tx.send(rest.split(['"', ' ']).next().unwrap_or("").to_string());
+                        sent = true;
+                    }
+                }
+            }
+        });
+        let base = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("overdue printed its address");
+        FakedServer { child, base }
+    }
+}
+
+impl Drop for FakedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn set_offset(file: &Path, offset: &str) {
+    std::fs::write(file, format!("{offset}\n")).unwrap();
+}
+
+async fn lock(http: &reqwest::Client, base: &str, uuid: &str, query: &str) -> (u16, Value) {
+    let r = http
+        .post(format!("{base}/ping/{uuid}/lock?{query}"))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+/// The server's wall clock, as its ping log records it: a ping's date.
+async fn server_now(
+    http: &reqwest::Client,
+    base: &str,
+    uuid: &str,
+) -> chrono::DateTime<chrono::Utc> {
+    let r = http
+        .get(format!("{base}/ping/{uuid}/log"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let pings: Value = http
+        .get(format!("{base}/api/v1/checks/{uuid}/pings"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let date = pings["pings"][0]["date"].as_str().unwrap();
+    chrono::DateTime::parse_from_rfc3339(date).unwrap().to_utc()
+}
+
+async fn steps(backend: Backend) {
+    if !Path::new(LIBFAKETIME).exists() {
+        common::peer_missing("job_guard_clock", "libfaketime", "faketime");
+        return;
+    }
+    let db = TestDb::new(backend).await;
+    let offset: PathBuf = db.dir.path().join("faketime");
+    set_offset(&offset, "+0");
+    let config = common::write_config(db.dir.path(), &db.config_toml(""));
+    let server = FakedServer::spawn(&config, &offset);
+    let http = common::client();
+    let base = server.base.clone();
+    let r = http
+        .post(format!("{base}/api/v1/checks"))
+        .json(&json!({"slug": "clocked", "interval": "1h"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let uuid = r.json::<Value>().await.unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    tokio::time::timeout(HANG_GUARD, async {
+        // A step forward by a day does not free a seat held for a minute.
+        let (status, held) = lock(&http, &base, &uuid, "holder=a&ttl=1m").await;
+        assert_eq!(status, 200, "{held}");
+        let before = server_now(&http, &base, &uuid).await;
+        set_offset(&offset, "+1d");
+        let after = server_now(&http, &base, &uuid).await;
+        assert!(
+            after - before > chrono::Duration::hours(23),
+            "the server's wall clock moved: {before} -> {after}"
+        );
+        let (status, busy) = lock(&http, &base, &uuid, "holder=b&ttl=1m").await;
+        assert_eq!(status, 423, "a day's step freed the seat: {busy}");
+        assert_eq!(busy["holder"], "a");
+        let token = held["token"].as_i64().unwrap();
+        let r = http
+            .post(format!("{base}/ping/{uuid}/unlock?token={token}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+
+        // A step back by a day does not extend a seat held for 2 seconds.
+        let (status, short) = lock(&http, &base, &uuid, "holder=c&ttl=2s").await;
+        assert_eq!(status, 200, "{short}");
+        set_offset(&offset, "-1d");
+        let (status, _) = lock(&http, &base, &uuid, "holder=d&ttl=1m").await;
+        assert_eq!(status, 423, "held until its TTL runs out");
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        let (status, next) = lock(&http, &base, &uuid, "holder=d&ttl=1m").await;
+        assert_eq!(
+            status, 200,
+            "a day's step back kept an expired seat: {next}"
+        );
+        assert!(next["token"].as_i64().unwrap() > short["token"].as_i64().unwrap());
+    })
+    .await
+    .expect("hang guard");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_wall_clock_step_neither_frees_nor_extends_a_lock() {
+    steps(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_wall_clock_step_neither_frees_nor_extends_a_lock() {
+    if !common::postgres_available("postgres_a_wall_clock_step_neither_frees_nor_extends_a_lock") {
+        return;
+    }
+    steps(Backend::Postgres).await;
+}
