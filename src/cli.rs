@@ -66,9 +66,6 @@ pub struct Target {
     /// The server a bare UUID is pinged on.
     #[arg(long, env = "OVERDUE_URL", default_value = crate::client::DEFAULT_URL)]
     pub url: String,
-    /// Each attempt's time limit.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration_arg)]
-    pub timeout: std::time::Duration,
     /// Attempts after the first when the server cannot be reached or fails.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub retries: u32,
@@ -79,6 +76,9 @@ pub struct Target {
 pub struct PingArgs {
     #[command(flatten)]
     pub target: Target,
+    /// Each attempt's time limit.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration_arg)]
+    pub timeout: std::time::Duration,
     /// A run started.
     #[arg(long, group = "kind")]
     pub start: bool,
@@ -91,6 +91,9 @@ pub struct PingArgs {
     /// Log only: no status change.
     #[arg(long, group = "kind")]
     pub log: bool,
+    /// A run that was not started, and why (never changes the status).
+    #[arg(long, value_name = "REASON", group = "kind")]
+    pub skip: Option<String>,
     /// How many new items the run produced.
     #[arg(long, value_name = "N")]
     pub items: Option<u64>,
@@ -107,6 +110,9 @@ pub struct PingArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub target: Target,
+    /// Each ping attempt's time limit (at most 5s).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration_arg)]
+    pub ping_timeout: std::time::Duration,
     /// Take the item count from the output: the last line matching REGEX
     /// (its first capture group, else the whole match).
     #[arg(long, value_name = "REGEX")]
@@ -114,6 +120,37 @@ pub struct RunArgs {
     /// How many bytes of output (stdout and stderr) to send as the body.
     #[arg(long, value_name = "BYTES", default_value_t = 10_000)]
     pub tail: usize,
+    /// Run only when the check's slot is due; else record a skip and exit 0.
+    #[arg(long)]
+    pub once: bool,
+    /// Run only holding one of the check's lock seats; else record a skip and exit 0.
+    #[arg(long)]
+    pub lock: bool,
+    /// The lock's TTL, 1s to 7d [default: the check's max_runtime].
+    #[arg(long, value_name = "DURATION", requires = "lock", value_parser = parse_lock_ttl)]
+    pub lock_ttl: Option<std::time::Duration>,
+    /// When the lock is lost while the command runs: stop it, or warn.
+    #[arg(
+        long,
+        value_name = "ACTION",
+        value_enum,
+        default_value = "kill",
+        requires = "lock"
+    )]
+    pub lock_lost: crate::client::guard::LockLost,
+    /// The lock holder's name [default: HOSTNAME:PID].
+    #[arg(long, value_name = "NAME", requires = "lock")]
+    pub holder: Option<String>,
+    /// Stop the command past this long (SIGTERM, then SIGKILL) and exit 124.
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub timeout: Option<std::time::Duration>,
+    /// Between SIGTERM and SIGKILL when the command is stopped.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration_arg)]
+    pub kill_grace: std::time::Duration,
+    /// When the server cannot answer due or lock [default: skip with --once
+    /// or --lock, else run].
+    #[arg(long, value_name = "ACTION", value_enum)]
+    pub if_unreachable: Option<crate::client::guard::IfUnreachable>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -181,6 +218,24 @@ fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
     crate::settings::parse_duration(s)
 }
 
+fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration_arg(s)?;
+    if d.is_zero() {
+        return Err("must be longer than 0s".into());
+    }
+    Ok(d)
+}
+
+/// A lock TTL the server takes: 1s to 7 days.
+fn parse_lock_ttl(s: &str) -> Result<std::time::Duration, String> {
+    use std::time::Duration;
+    let d = parse_duration_arg(s)?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(7 * 24 * 3600) {
+        return Err("must be from 1s to 7d".into());
+    }
+    Ok(d)
+}
+
 /// `overdue config …`
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
@@ -242,22 +297,23 @@ fn client_runtime(f: impl std::future::Future<Output = i32>) -> i32 {
     }
 }
 
-fn retry_of(t: &Target) -> crate::client::Retry {
+fn retry_of(timeout: std::time::Duration, retries: u32) -> crate::client::Retry {
     crate::client::Retry {
-        timeout: t.timeout,
-        retries: t.retries,
-        total: t.timeout * (t.retries + 1) + std::time::Duration::from_secs(1),
+        timeout,
+        retries,
+        total: timeout * (retries + 1) + std::time::Duration::from_secs(1),
     }
 }
 
 /// `overdue ping`: one ping; exit 0 when the server took it.
 async fn ping(args: PingArgs) -> i32 {
     use crate::client::{Ping, PingKind};
-    let kind = match (args.start, args.fail, args.log, args.exit) {
-        (true, _, _, _) => PingKind::Start,
-        (_, true, _, _) => PingKind::Fail,
-        (_, _, true, _) => PingKind::Log,
-        (_, _, _, Some(code)) => PingKind::Exit(code),
+    let kind = match (args.start, args.fail, args.log, args.exit, args.skip) {
+        (true, ..) => PingKind::Start,
+        (_, true, ..) => PingKind::Fail,
+        (_, _, true, ..) => PingKind::Log,
+        (_, _, _, Some(code), _) => PingKind::Exit(code),
+        (.., Some(reason)) => PingKind::Skip(reason),
         _ => PingKind::Success,
     };
     let body = match &args.body_file {
@@ -291,8 +347,9 @@ async fn ping(args: PingArgs) -> i32 {
             return EXIT_INVALID;
         }
     };
-    let client = crate::client::http(args.target.timeout);
-    match crate::client::send(&client, &url, &ping, retry_of(&args.target)).await {
+    let client = crate::client::http(args.timeout);
+    let retry = retry_of(args.timeout, args.target.retries);
+    match crate::client::send(&client, &url, &ping, retry).await {
         Ok(_) => 0,
         Err(e) => {
             eprintln!("error: ping failed: {e}");
@@ -320,13 +377,32 @@ async fn run(args: RunArgs) -> i32 {
         items_from,
         tail: args.tail,
         retry: crate::client::Retry {
-            timeout: args.target.timeout.min(std::time::Duration::from_secs(5)),
+            timeout: args.ping_timeout.min(std::time::Duration::from_secs(5)),
             retries: args.target.retries,
             // However many retries, the job is never held up for long.
             total: std::time::Duration::from_secs(5),
         },
+        guard: guard_options(&args),
+        timeout: args.timeout,
+        kill_grace: args.kill_grace,
     };
     crate::client::run(&opts, &args.command).await
+}
+
+/// The job guard's flags of `overdue run`, with their defaults filled in.
+fn guard_options(args: &RunArgs) -> crate::client::guard::GuardOptions {
+    use crate::client::guard::{default_holder, GuardOptions, IfUnreachable, LockOptions};
+    GuardOptions {
+        once: args.once,
+        lock: args.lock.then(|| LockOptions {
+            ttl: args.lock_ttl,
+            lost: args.lock_lost,
+            holder: args.holder.clone().unwrap_or_else(default_holder),
+        }),
+        if_unreachable: args
+            .if_unreachable
+            .unwrap_or(IfUnreachable::default_for(args.once, args.lock)),
+    }
 }
 
 /// `overdue checks …`
@@ -570,4 +646,83 @@ fn init_logging(format: LogFormat) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::guard::{IfUnreachable, LockLost};
+
+    fn run_args(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        let mut argv = vec!["overdue", "run"];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0", "--", "true"]);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Run(args) => Ok(args),
+            other => panic!("not run: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn guard_flag_defaults() {
+        let plain = guard_options(&run_args(&[]).unwrap());
+        assert!(!plain.guarded());
+        assert_eq!(plain.if_unreachable, IfUnreachable::Run);
+        let once = guard_options(&run_args(&["--once"]).unwrap());
+        assert_eq!(once.if_unreachable, IfUnreachable::Skip);
+        let args = run_args(&["--lock"]).unwrap();
+        assert_eq!(args.kill_grace, std::time::Duration::from_secs(10));
+        assert_eq!(args.timeout, None);
+        let lock = guard_options(&args);
+        assert_eq!(lock.if_unreachable, IfUnreachable::Skip);
+        let l = lock.lock.unwrap();
+        assert_eq!((l.ttl, l.lost), (None, LockLost::Kill));
+        assert!(
+            l.holder.ends_with(&format!(":{}", std::process::id())),
+            "{}",
+            l.holder
+        );
+        let told =
+            guard_options(&run_args(&["--once", "--lock", "--if-unreachable", "run"]).unwrap());
+        assert_eq!(told.if_unreachable, IfUnreachable::Run);
+        let args = run_args(&[
+            "--lock",
+            "--lock-ttl",
+            "90s",
+            "--lock-lost",
+            "warn",
+            "--holder",
+            "h",
+        ])
+        .unwrap();
+        let l = guard_options(&args).lock.unwrap();
+        assert_eq!(
+            (l.ttl, l.lost, l.holder.as_str()),
+            (
+                Some(std::time::Duration::from_secs(90)),
+                LockLost::Warn,
+                "h"
+            )
+        );
+    }
+
+    #[test]
+    fn guard_flags_are_checked() {
+        // Lock options without --lock, a TTL out of the server's range, a zero timeout.
+        for bad in [
+            &["--lock-ttl", "1m"][..],
+            &["--holder", "h"],
+            &["--lock-lost", "warn"],
+            &["--lock", "--lock-ttl", "500ms"],
+            &["--lock", "--lock-ttl", "8d"],
+            &["--timeout", "0s"],
+            &["--if-unreachable", "maybe"],
+        ] {
+            assert!(run_args(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(
+            run_args(&["--timeout", "2m"]).unwrap().timeout,
+            Some(std::time::Duration::from_secs(120))
+        );
+    }
 }

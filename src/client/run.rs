@@ -1,0 +1,399 @@
+//! `overdue run`: asks the guard whether to run (SPEC §13), runs the command
+//! between a start ping and an exit-status ping, renews the lock meanwhile,
+//! and releases it once the outcome is recorded.
+
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+use uuid::Uuid;
+
+use super::guard::{Acquire, Due, Guard, GuardOptions, IfUnreachable, Keeper, LockLost, Seat};
+use super::process::{self, End, Outcome, EXIT_TIMED_OUT};
+use super::{http, ping_url, send, Ping, PingKind, Retry};
+
+/// How long a start ping may still take once the command is done.
+const START_GRACE: Duration = Duration::from_secs(1);
+/// Exit code for a target that is neither a URL nor a UUID, when not run.
+const EXIT_INVALID: i32 = 2;
+/// The variable that gives the command its lock token.
+pub const TOKEN_ENV: &str = "OVERDUE_LOCK_TOKEN";
+
+/// Options of `overdue run`.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Ping URL or UUID.
+    pub target: String,
+    pub server: String,
+    pub items_from: Option<Regex>,
+    /// Bytes of output kept for the body.
+    pub tail: usize,
+    pub retry: Retry,
+    pub guard: GuardOptions,
+    /// Stop the command past this long.
+    pub timeout: Option<Duration>,
+    /// Between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+}
+
+/// A lock seat taken, and its renewal running.
+#[derive(Debug)]
+struct Held {
+    seat: Seat,
+    keeper: Keeper,
+}
+
+/// What the guard decided before the command.
+#[derive(Debug)]
+enum Admit {
+    /// Run, holding a seat if any.
+    Run(Option<Held>),
+    /// Do not run; exit with this code.
+    Skip(i32),
+}
+
+/// Runs `command` as the guard allows, pinging start and then its outcome;
+/// returns the command's exit code when it was let finish (128+N when killed
+/// by signal N; 127 when it cannot be found, 126 when it cannot be started),
+/// 124 when it timed out, 0 when it was skipped, whatever happened to the
+/// pings.
+pub async fn run(opts: &RunOptions, command: &[String]) -> i32 {
+    let client = http(opts.retry.timeout);
+    let guard = Guard {
+        client: client.clone(),
+        target: opts.target.clone(),
+        server: opts.server.clone(),
+        retry: opts.retry,
+    };
+    let rid = Uuid::new_v4();
+    let start = Ping {
+        kind: PingKind::Start,
+        items: None,
+        rid: Some(rid),
+        body: Vec::new(),
+    };
+    let start_url = match ping_url(&opts.target, &opts.server, &start) {
+        Ok(u) => u,
+        Err(e) if opts.guard.guarded() && opts.guard.if_unreachable == IfUnreachable::Skip => {
+            eprintln!("overdue run: {e}; not running the command (--if-unreachable skip)");
+            return EXIT_INVALID;
+        }
+        Err(e) => {
+            eprintln!("overdue run: {e}; running the command without pings");
+            let outcome =
+                process::run_command(spec(opts, command, None), std::future::pending()).await;
+            return exit_code_of(&outcome);
+        }
+    };
+    let held = match admit(&guard, &opts.guard).await {
+        Admit::Run(held) => held,
+        Admit::Skip(code) => return code,
+    };
+    let stop = {
+        let lost = match (&held, &opts.guard.lock) {
+            (Some(h), Some(lock)) if lock.lost == LockLost::Kill => Some(h.keeper.when_lost()),
+            _ => None,
+        };
+        async move {
+            match lost {
+                Some(lost) => lost.await,
+                None => std::future::pending().await,
+            }
+        }
+    };
+    // The start ping goes out while the command already runs.
+    let start_task = {
+        let client = client.clone();
+        let retry = opts.retry;
+        tokio::spawn(async move { send(&client, &start_url, &start, retry).await })
+    };
+    let began = Instant::now();
+    let outcome =
+        process::run_command(spec(opts, command, held.as_ref().map(|h| &h.seat)), stop).await;
+    let elapsed = began.elapsed();
+    // The finish ping matters more: a start still pending when the command
+    // is done gets one more second, then is abandoned (it is never sent
+    // after the finish).
+    let mut start_task = start_task;
+    match tokio::time::timeout(START_GRACE, &mut start_task).await {
+        Ok(Ok(Ok(_))) => {}
+        Ok(Ok(Err(e))) => eprintln!("overdue run: start ping failed: {e}"),
+        Ok(Err(_)) => eprintln!("overdue run: start ping failed"),
+        Err(_) => {
+            start_task.abort();
+            eprintln!("overdue run: start ping failed: no answer by the time the command ended");
+        }
+    }
+    // Under `--lock-lost kill` a lock lost while the command ran stopped it
+    // (and says so); one lost after it ended changed nothing.
+    let lost = match (&held, &opts.guard.lock) {
+        (Some(h), Some(lock)) if lock.lost == LockLost::Warn => h.keeper.lost(),
+        _ => None,
+    };
+    let finish = finish_ping(&outcome, elapsed, opts.timeout, lost.as_deref(), rid);
+    match ping_url(&opts.target, &opts.server, &finish) {
+        Ok(url) => {
+            if let Err(e) = send(&client, &url, &finish, opts.retry).await {
+                eprintln!("overdue run: exit-status ping failed: {e}");
+            }
+        }
+        Err(e) => eprintln!("overdue run: {e}"),
+    }
+    // The seat is held (and renewed) until the outcome is recorded, so that a
+    // host taking it next sees this run's success.
+    give_back(&guard, held).await;
+    exit_code_of(&outcome)
+}
+
+/// Asks the server what the guard's flags require: the lock first, then
+/// whether the slot is due while holding it (and renewing it already).
+async fn admit(guard: &Guard, opts: &GuardOptions) -> Admit {
+    let mut held = None;
+    if let Some(lock) = &opts.lock {
+        match guard.acquire(lock).await {
+            Ok(Acquire::Acquired(seat)) => {
+                let keeper = Keeper::start(guard.clone(), lock.clone(), seat.clone());
+                held = Some(Held { seat, keeper });
+            }
+            Ok(Acquire::Held(reason)) => {
+                record_skip(guard, &reason).await;
+                return Admit::Skip(0);
+            }
+            Err(e) => {
+                return if run_anyway(opts, "take the lock", &e, false) {
+                    Admit::Run(None)
+                } else {
+                    Admit::Skip(0)
+                };
+            }
+        }
+    }
+    if opts.once {
+        match guard.due().await {
+            Ok(Due::Yes) => {}
+            Ok(Due::No(reason)) => {
+                record_skip(guard, &reason).await;
+                give_back(guard, held).await;
+                return Admit::Skip(0);
+            }
+            Err(e) => {
+                let what = "say whether the slot is due";
+                if !run_anyway(opts, what, &e, held.is_some()) {
+                    give_back(guard, held).await;
+                    return Admit::Skip(0);
+                }
+            }
+        }
+    }
+    Admit::Run(held)
+}
+
+/// `--if-unreachable` when the server gave no answer: whether to run anyway
+/// (keeping a seat already taken). Says which, on stderr.
+fn run_anyway(opts: &GuardOptions, what: &str, error: &str, holding: bool) -> bool {
+    match opts.if_unreachable {
+        IfUnreachable::Skip => {
+            eprintln!(
+                "overdue run: the server cannot {what} ({error}); not running the command (--if-unreachable skip)"
+            );
+            false
+        }
+        IfUnreachable::Run => {
+            let how = if holding {
+                "holding the lock"
+            } else {
+                "without the guard"
+            };
+            eprintln!(
+                "overdue run: the server cannot {what} ({error}); running the command {how} (--if-unreachable run)"
+            );
+            true
+        }
+    }
+}
+
+async fn record_skip(guard: &Guard, reason: &str) {
+    if let Err(e) = guard.skip(reason).await {
+        eprintln!("overdue run: skip ping failed ({reason}): {e}");
+    }
+}
+
+/// Stops renewing and releases the seat, unless the server took it back.
+async fn give_back(guard: &Guard, held: Option<Held>) {
+    let Some(Held { seat, keeper }) = held else {
+        return;
+    };
+    if keeper.stop().await.is_none() {
+        if let Err(e) = guard.release(seat.token).await {
+            eprintln!("overdue run: cannot release the lock: {e}");
+        }
+    }
+}
+
+fn spec<'a>(
+    opts: &'a RunOptions,
+    command: &'a [String],
+    seat: Option<&Seat>,
+) -> process::Command<'a> {
+    process::Command {
+        argv: command,
+        env: seat
+            .map(|s| vec![(TOKEN_ENV.to_string(), s.token.to_string())])
+            .unwrap_or_default(),
+        items_from: opts.items_from.as_ref(),
+        tail: opts.tail,
+        timeout: opts.timeout,
+        kill_grace: opts.kill_grace,
+        own_group: !process::stdin_is_terminal(),
+        forward_signals: true,
+    }
+}
+
+/// `overdue run`'s exit code: the command's own when it was let finish.
+fn exit_code_of(outcome: &Outcome) -> i32 {
+    match outcome.end {
+        End::Exited => outcome.code,
+        End::TimedOut { .. } => EXIT_TIMED_OUT,
+        // Never a success for a command stopped before its end.
+        End::Stopped { .. } if outcome.code == 0 => 1,
+        End::Stopped { .. } => outcome.code,
+    }
+}
+
+/// The ping that reports the outcome: the exit status of a command let
+/// finish, a failure for one that was stopped; the tail of the output and a
+/// line saying what happened as the body.
+fn finish_ping(
+    outcome: &Outcome,
+    elapsed: Duration,
+    timeout: Option<Duration>,
+    lost: Option<&str>,
+    rid: Uuid,
+) -> Ping {
+    let code = outcome.code;
+    let took = format!("exit status {code} after {:.3}s", elapsed.as_secs_f64());
+    let (kind, note) = match &outcome.end {
+        End::Exited => {
+            let mut note = took;
+            if let Some(lost) = lost {
+                note.push_str(&format!("; {lost}, let finish (--lock-lost warn)"));
+            }
+            (PingKind::Exit(u8::try_from(code).unwrap_or(1)), note)
+        }
+        End::TimedOut { killed } => (
+            PingKind::Fail,
+            format!(
+                "timed out after {}, stopped with {}; {took}",
+                humantime::format_duration(timeout.unwrap_or_default()),
+                process::signal_name(*killed)
+            ),
+        ),
+        End::Stopped { reason, killed } => (
+            PingKind::Fail,
+            format!(
+                "{reason}, stopped with {}; {took}",
+                process::signal_name(*killed)
+            ),
+        ),
+    };
+    let mut body = outcome.tail.bytes();
+    body.extend_from_slice(format!("\n[overdue run: {note}]\n").as_bytes());
+    Ping {
+        kind,
+        items: outcome.items,
+        rid: Some(rid),
+        body,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::Tail;
+
+    fn outcome(code: i32, end: End) -> Outcome {
+        Outcome {
+            code,
+            end,
+            tail: Tail::new(100),
+            items: Some(3),
+        }
+    }
+
+    fn body(p: &Ping) -> String {
+        String::from_utf8_lossy(&p.body).into_owned()
+    }
+
+    #[test]
+    fn a_command_let_finish_keeps_its_exit_code() {
+        for code in [0, 1, 7, 143] {
+            assert_eq!(exit_code_of(&outcome(code, End::Exited)), code);
+        }
+        let o = outcome(7, End::Exited);
+        let p = finish_ping(&o, Duration::from_millis(1500), None, None, Uuid::nil());
+        assert_eq!(p.kind, PingKind::Exit(7));
+        assert_eq!(p.items, Some(3));
+        assert_eq!(body(&p), "\n[overdue run: exit status 7 after 1.500s]\n");
+    }
+
+    #[test]
+    fn a_timeout_is_a_failure_and_124() {
+        let o = outcome(137, End::TimedOut { killed: true });
+        assert_eq!(exit_code_of(&o), EXIT_TIMED_OUT);
+        let p = finish_ping(
+            &o,
+            Duration::from_secs(100),
+            Some(Duration::from_secs(90)),
+            None,
+            Uuid::nil(),
+        );
+        assert_eq!(p.kind, PingKind::Fail);
+        assert!(
+            body(&p).contains("timed out after 1m 30s, stopped with SIGKILL; exit status 137"),
+            "{}",
+            body(&p)
+        );
+    }
+
+    #[test]
+    fn a_lost_lock_is_a_failure_and_never_exit_0() {
+        let stopped = |code| {
+            outcome(
+                code,
+                End::Stopped {
+                    reason: "lost the lock (409 Conflict: gone)".into(),
+                    killed: false,
+                },
+            )
+        };
+        assert_eq!(exit_code_of(&stopped(0)), 1);
+        assert_eq!(exit_code_of(&stopped(143)), 143);
+        let p = finish_ping(
+            &stopped(143),
+            Duration::from_secs(1),
+            None,
+            None,
+            Uuid::nil(),
+        );
+        assert_eq!(p.kind, PingKind::Fail);
+        assert!(
+            body(&p).contains("lost the lock (409 Conflict: gone), stopped with SIGTERM"),
+            "{}",
+            body(&p)
+        );
+        // --lock-lost warn: the exit status is reported, with the loss.
+        let o = outcome(0, End::Exited);
+        let p = finish_ping(
+            &o,
+            Duration::from_secs(1),
+            None,
+            Some("lost the lock (409)"),
+            Uuid::nil(),
+        );
+        assert_eq!(p.kind, PingKind::Exit(0));
+        assert!(
+            body(&p).contains("lost the lock (409), let finish (--lock-lost warn)"),
+            "{}",
+            body(&p)
+        );
+    }
+}
