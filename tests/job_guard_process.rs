@@ -1,0 +1,604 @@
+//! `overdue run`'s job guard, client side (SPEC §13), with the real binary:
+//! against a fake server that speaks the guard's HTTP contract (due, lock,
+//! renew, unlock, skip) and records what it gets, and with no server at all
+//! for what happens to the command (time limit, signals, parent death).
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// How long a test waits for something that must happen before it calls it
+/// a hang (never a service level).
+const HANG_GUARD: Duration = Duration::from_secs(60);
+const UUID: &str = "5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0";
+
+fn overdue_command(args: &[&str]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_overdue"));
+    c.args(args)
+        .env_remove("OVERDUE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // A test that fails early leaves no overdue run (nor, by its
+        // parent-death signal, its command) behind.
+        .kill_on_drop(true);
+    c
+}
+
+async fn overdue(args: &[&str]) -> Output {
+    let child = overdue_command(args).spawn().unwrap();
+    tokio::time::timeout(HANG_GUARD, child.wait_with_output())
+        .await
+        .expect("hang guard: overdue did not exit")
+        .unwrap()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A loopback URL nobody listens on.
+fn closed_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://127.0.0.1:{}", l.local_addr().unwrap().port())
+}
+
+async fn wait_for_file(path: &Path) -> String {
+    let deadline = Instant::now() + HANG_GUARD;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if text.ends_with('\n') {
+                return text;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "hang guard: {path:?} never written"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Whether a process runs (a zombie does not count: it waits only to be reaped).
+fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('Z') | Some('X'))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A fake server speaking the guard's contract
+
+#[derive(Debug, Clone)]
+struct Req {
+    method: String,
+    /// The path after `/ping/<uuid>` (`/lock`, `/start`, `/0`, …).
+    endpoint: String,
+    params: Vec<(String, String)>,
+    body: String,
+}
+
+impl Req {
+    fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+struct Script {
+    acquire: (u16, String),
+    /// Answers to renewals in order; then `renewed`.
+    renewals: VecDeque<(u16, String)>,
+    due: (u16, String),
+    requests: Vec<Req>,
+}
+
+#[derive(Clone)]
+struct Fake {
+    script: Arc<Mutex<Script>>,
+    base: String,
+}
+
+const TOKEN: i64 = 41;
+
+fn seat(ttl_ms: u64) -> (u16, String) {
+    let body = json!({"acquired": true, "token": TOKEN, "expires": "2030-01-01T00:00:00Z",
+                      "holder": "test", "ttl_ms": ttl_ms});
+    (200, body.to_string())
+}
+
+fn held() -> (u16, String) {
+    let body = json!({"acquired": false, "holder": "web-2:77", "expires": "2030-01-01T00:05:00Z"});
+    (423, body.to_string())
+}
+
+fn lost() -> (u16, String) {
+    (
+        409,
+        json!({"acquired": false, "error": "token 41 holds no seat"}).to_string(),
+    )
+}
+
+fn due(due: bool, reason: &str) -> (u16, String) {
+    let body = json!({"due": due, "reason": reason, "slot": "2030-01-01T03:00:00Z",
+                      "last_success": null, "next_due": null, "quiet": reason == "quiet"});
+    (200, body.to_string())
+}
+
+impl Fake {
+    async fn start(acquire: (u16, String), due: (u16, String)) -> Fake {
+        let script = Arc::new(Mutex::new(Script {
+            acquire,
+            renewals: VecDeque::new(),
+            due,
+            requests: Vec::new(),
+        }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let app = axum::Router::new()
+            .fallback(answer)
+            .with_state(Arc::clone(&script));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Fake { script, base }
+    }
+
+    fn renewals(&self, answers: &[(u16, String)]) {
+        self.script
+            .lock()
+            .unwrap()
+            .renewals
+            .extend(answers.iter().cloned());
+    }
+
+    fn requests(&self) -> Vec<Req> {
+        self.script.lock().unwrap().requests.clone()
+    }
+
+    fn endpoints(&self) -> Vec<String> {
+        self.requests().into_iter().map(|r| r.endpoint).collect()
+    }
+
+    fn url(&self) -> String {
+        format!("{}/ping/{UUID}", self.base)
+    }
+}
+
+async fn answer(
+    axum::extract::State(script): axum::extract::State<Arc<Mutex<Script>>>,
+    req: axum::extract::Request,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let endpoint = parts
+        .uri
+        .path()
+        .strip_prefix(&format!("/ping/{UUID}"))
+        .unwrap_or(parts.uri.path())
+        .to_string();
+    let params: Vec<(String, String)> =
+        form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+    let req = Req {
+        method: parts.method.to_string(),
+        endpoint,
+        params,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    };
+    let mut s = script.lock().unwrap();
+    let (status, text) = match req.endpoint.as_str() {
+        "/lock" if req.param("token").is_some() => {
+            s.renewals.pop_front().unwrap_or_else(|| seat(900))
+        }
+        "/lock" => s.acquire.clone(),
+        "/due" => s.due.clone(),
+        "/unlock" => (200, json!({"released": true}).to_string()),
+        _ => (200, "OK".to_string()),
+    };
+    s.requests.push(req);
+    (StatusCode::from_u16(status).unwrap(), text).into_response()
+}
+
+// ---------------------------------------------------------------------------
+// Against the fake server
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_held_elsewhere_is_a_recorded_skip_and_the_command_does_not_run() {
+    let fake = Fake::start(held(), due(true, "due")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let script = format!("touch {}", ran.display());
+    let url = fake.url();
+    let o = overdue(&[
+        "run", "--once", "--lock", "--holder", "web-1:5", &url, "--", "sh", "-c", &script,
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(!ran.exists(), "the command ran");
+    // A skip is the normal outcome on every host but one: nothing for cron to mail.
+    assert_eq!(err(&o), "");
+    let r = fake.requests();
+    assert_eq!(fake.endpoints(), ["/lock", "/skip"], "{r:?}");
+    assert_eq!(r[0].method, "POST");
+    assert_eq!(r[0].param("holder"), Some("web-1:5"));
+    assert_eq!(
+        r[1].param("reason"),
+        Some("locked by web-2:77 until 2030-01-01T00:05:00Z")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_already_done_is_asked_while_holding_the_lock_then_released() {
+    let fake = Fake::start(seat(60_000), due(false, "done")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let script = format!("touch {}", ran.display());
+    let url = fake.url();
+    let o = overdue(&[
+        "run",
+        "--once",
+        "--lock",
+        "--lock-ttl",
+        "1m",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(!ran.exists(), "the command ran");
+    let r = fake.requests();
+    assert_eq!(
+        fake.endpoints(),
+        ["/lock", "/due", "/skip", "/unlock"],
+        "{r:?}"
+    );
+    assert_eq!(r[0].param("ttl"), Some("60000ms"));
+    assert_eq!(r[1].method, "GET");
+    assert_eq!(
+        r[2].param("reason"),
+        Some("already done for slot 2030-01-01T03:00:00Z")
+    );
+    assert_eq!(r[3].param("token"), Some("41"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_alone_skips_quiet_hours_without_a_lock() {
+    let fake = Fake::start(held(), due(false, "quiet")).await;
+    let url = fake.url();
+    let o = overdue(&["run", "--once", &url, "--", "sh", "-c", "exit 3"]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(fake.endpoints(), ["/due", "/skip"]);
+    assert_eq!(fake.requests()[1].param("reason"), Some("quiet hours"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lock_is_renewed_at_a_third_of_its_ttl_and_released_after_the_outcome() {
+    // 900 ms: a renewal every 300 ms while the command runs 1.5 s.
+    let fake = Fake::start(seat(900), due(true, "due")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    let script = format!(
+        "echo $OVERDUE_LOCK_TOKEN > {}; sleep 1.5; echo done",
+        token.display()
+    );
+    let url = fake.url();
+    let o = overdue(&["run", "--once", "--lock", &url, "--", "sh", "-c", &script]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(std::fs::read_to_string(&token).unwrap(), "41\n");
+    let r = fake.requests();
+    let names = fake.endpoints();
+    assert_eq!(&names[..2], ["/lock", "/due"], "{names:?}");
+    let renewals: Vec<&Req> = r
+        .iter()
+        .filter(|q| q.endpoint == "/lock" && q.param("token").is_some())
+        .collect();
+    // Five or so in 1.5 s; three is the least a 300 ms period gives even on a slow machine.
+    assert!(renewals.len() >= 3, "{names:?}");
+    assert!(renewals
+        .iter()
+        .all(|q| q.param("token") == Some("41") && q.param("holder").is_some()));
+    // The outcome is recorded before the seat is given back.
+    let finish = names
+        .iter()
+        .position(|n| n == "/0")
+        .expect("exit-status ping");
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("/unlock"),
+        "{names:?}"
+    );
+    assert!(finish < names.len() - 1);
+    assert!(r[finish].body.contains("done\n"), "{}", r[finish].body);
+    assert_eq!(r.last().unwrap().param("token"), Some("41"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_that_fail_to_reach_the_server_do_not_lose_the_lock() {
+    let fake = Fake::start(seat(900), due(true, "due")).await;
+    fake.renewals(&[
+        (503, "down".into()),
+        (502, "down".into()),
+        (500, "down".into()),
+    ]);
+    let url = fake.url();
+    let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", "sleep 2; exit 5"]).await;
+    // Let finish: its own exit code, reported as such.
+    assert_eq!(o.status.code(), Some(5), "{}", err(&o));
+    assert!(err(&o).contains("cannot renew the lock"), "{}", err(&o));
+    let names = fake.endpoints();
+    assert!(names.contains(&"/5".to_string()), "{names:?}");
+    assert!(!names.contains(&"/fail".to_string()), "{names:?}");
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("/unlock"),
+        "{names:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lock_stops_the_command_and_reports_a_failure() {
+    let fake = Fake::start(seat(900), due(true, "due")).await;
+    fake.renewals(&[lost()]);
+    let dir = tempfile::tempdir().unwrap();
+    let finished = dir.path().join("finished");
+    let script = format!("sleep 30; touch {}", finished.display());
+    let url = fake.url();
+    let began = Instant::now();
+    let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", &script]).await;
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        began.elapsed()
+    );
+    assert!(!finished.exists());
+    let code = o.status.code().unwrap();
+    assert_ne!(code, 0, "{}", err(&o));
+    let r = fake.requests();
+    let fail = r
+        .iter()
+        .find(|q| q.endpoint == "/fail")
+        .expect("a failure ping");
+    assert!(fail.body.contains("lost the lock"), "{}", fail.body);
+    // A seat the server took back is not released again.
+    assert!(!fake.endpoints().contains(&"/unlock".to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lock_with_warn_lets_the_command_finish() {
+    let fake = Fake::start(seat(900), due(true, "due")).await;
+    fake.renewals(&[lost()]);
+    let url = fake.url();
+    let o = overdue(&[
+        "run",
+        "--lock",
+        "--lock-lost",
+        "warn",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        "sleep 1; exit 4",
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(4), "{}", err(&o));
+    assert!(err(&o).contains("lost the lock"), "{}", err(&o));
+    let r = fake.requests();
+    let finish = r
+        .iter()
+        .find(|q| q.endpoint == "/4")
+        .expect("the exit-status ping");
+    assert!(finish.body.contains("lost the lock"), "{}", finish.body);
+    // Renewing stopped with the lock.
+    let renewals = r
+        .iter()
+        .filter(|q| q.param("token").is_some() && q.endpoint == "/lock")
+        .count();
+    assert_eq!(renewals, 1, "{:?}", fake.endpoints());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_timeout_a_failure_is_reported_and_the_exit_code_is_124() {
+    let fake = Fake::start(held(), due(true, "due")).await;
+    let url = fake.url();
+    let o = overdue(&[
+        "run",
+        "--timeout",
+        "1s",
+        "--kill-grace",
+        "500ms",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        "trap '' TERM; echo started; sleep 30",
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(124), "{}", err(&o));
+    let r = fake.requests();
+    let fail = r
+        .iter()
+        .find(|q| q.endpoint == "/fail")
+        .expect("a failure ping");
+    assert!(fail.body.contains("started\n"), "{}", fail.body);
+    assert!(fail.body.contains("timed out after 1s"), "{}", fail.body);
+    assert!(fail.body.contains("SIGKILL"), "{}", fail.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_lock_follows_if_unreachable() {
+    // 404: an unknown check. Not a skip the server recorded; not a run either, by default.
+    let fake = Fake::start((404, "no such check".into()), due(true, "due")).await;
+    let url = fake.url();
+    let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", "exit 3"]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(err(&o).contains("404"), "{}", err(&o));
+    assert_eq!(fake.endpoints(), ["/lock"]);
+    let o = overdue(&[
+        "run",
+        "--lock",
+        "--if-unreachable",
+        "run",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_skip_sends_its_reason() {
+    let fake = Fake::start(held(), due(true, "due")).await;
+    let url = fake.url();
+    let o = overdue(&["ping", &url, "--skip", "maintenance window"]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let r = fake.requests();
+    assert_eq!(fake.endpoints(), ["/skip"]);
+    assert_eq!(r[0].method, "POST");
+    assert_eq!(r[0].param("reason"), Some("maintenance window"));
+    // One kind at a time.
+    let o = overdue(&["ping", &url, "--skip", "x", "--fail"]).await;
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+}
+
+// ---------------------------------------------------------------------------
+// Without a server
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_server_unreachable_a_guarded_run_skips_unless_told_to_run() {
+    let url = closed_url();
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let script = format!("touch {}; exit 3", ran.display());
+    let o = overdue(&[
+        "run", "--once", "--lock", UUID, "--url", &url, "--", "sh", "-c", &script,
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(!ran.exists(), "the command ran");
+    assert!(
+        err(&o).contains("not running the command (--if-unreachable skip)"),
+        "{}",
+        err(&o)
+    );
+
+    let o = overdue(&[
+        "run",
+        "--once",
+        "--lock",
+        "--if-unreachable",
+        "run",
+        UUID,
+        "--url",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(ran.exists(), "the command did not run");
+    assert!(
+        err(&o).contains("running the command without the guard"),
+        "{}",
+        err(&o)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_guard_leaves_no_command_running() {
+    let url = closed_url();
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let script = format!("echo $$ > {}; exec sleep 300", pidfile.display());
+    let mut guard = overdue_command(&[
+        "run",
+        "--if-unreachable",
+        "run",
+        UUID,
+        "--url",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .spawn()
+    .unwrap();
+    let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
+    assert!(running(pid));
+    guard.kill().await.unwrap(); // SIGKILL: no chance to clean up
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while running(pid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let survived = running(pid);
+    if survived {
+        // SAFETY: kill(2) on the test's own leftover.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(!survived, "the command outlived overdue run (kill -9)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_to_overdue_run_reach_the_command() {
+    let url = closed_url();
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let usr1 = dir.path().join("usr1");
+    let term = dir.path().join("term");
+    let script = format!(
+        "trap 'echo usr1 > {u}' USR1; trap 'echo term > {t}; exit 0' TERM; echo ready > {r}; \
+         while :; do sleep 0.05; done",
+        u = usr1.display(),
+        t = term.display(),
+        r = ready.display()
+    );
+    let child = overdue_command(&[
+        "run",
+        "--if-unreachable",
+        "run",
+        UUID,
+        "--url",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .spawn()
+    .unwrap();
+    let pid = i32::try_from(child.id().unwrap()).unwrap();
+    wait_for_file(&ready).await;
+    // SAFETY: kill(2) on the overdue process this test started.
+    unsafe { libc::kill(pid, libc::SIGUSR1) };
+    assert_eq!(wait_for_file(&usr1).await, "usr1\n");
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(wait_for_file(&term).await, "term\n");
+    let o = tokio::time::timeout(HANG_GUARD, child.wait_with_output())
+        .await
+        .expect("hang guard: overdue did not exit")
+        .unwrap();
+    // The command handled SIGTERM and exited 0: that is its own exit code.
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+}
