@@ -42,8 +42,9 @@ impl DueReason {
 pub struct Due {
     pub due: bool,
     pub reason: DueReason,
-    /// Cron: the latest fire time at or before now. Interval: the due
-    /// instant the last success set (the slot that began then), if any.
+    /// Cron: the latest fire time at or before now. Interval: while done,
+    /// the last success (the run that did the slot); while due, the instant
+    /// the slot began (the due instant), if there was a success.
     pub slot: Option<DateTime<Utc>>,
     pub last_success: Option<DateTime<Utc>>,
     /// When the next slot begins: the first fire time after the last
