@@ -705,6 +705,7 @@ async fn the_openapi_document_matches_the_routes_and_validates() {
         "recovery_threshold",
         "max_runtime",
         "alert_on_overlap",
+        "max_instances",
         "manual_resume",
         "methods",
     ];
@@ -716,9 +717,25 @@ async fn the_openapi_document_matches_the_routes_and_validates() {
     let view = doc["components"]["schemas"]["CheckView"]["properties"]
         .as_object()
         .unwrap();
-    let got: BTreeSet<&str> = c.as_object().unwrap().keys().map(String::as_str).collect();
     let documented_fields: BTreeSet<&str> = view.keys().map(String::as_str).collect();
+    // One check read gives every field; the others leave out `locks`.
+    let one = s.get_json("/api/v1/checks/o").await;
+    let got: BTreeSet<&str> = one
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     assert_eq!(got, documented_fields);
+    let created: BTreeSet<&str> = c.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        created,
+        documented_fields
+            .iter()
+            .copied()
+            .filter(|f| *f != "locks")
+            .collect()
+    );
 
     // A standard validator accepts it, where one is installed (CI has it).
     let dir = tempfile::tempdir().unwrap();

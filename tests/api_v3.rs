@@ -72,6 +72,8 @@ const ALWAYS: &[&str] = &[
     "filter_http_body",
     "filter_default_fail",
     "badge_url",
+    // overdue's own: the job guard's lock seats (SPEC §13).
+    "max_instances",
 ];
 const WRITE_ONLY: &[&str] = &[
     "uuid",

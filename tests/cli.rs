@@ -129,6 +129,40 @@ fn one_bad_check_does_not_hide_the_others() {
 }
 
 #[test]
+fn config_check_explains_lock_seats_and_refuses_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("checks.toml");
+    std::fs::write(
+        &path,
+        "[[checks]]\nslug = \"crawl\"\ninterval = \"1h\"\nmax_instances = 3\n",
+    )
+    .unwrap();
+    let out = overdue()
+        .args(["config", "check"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("up to 3 runs may hold the job guard's lock at once (max_instances)"),
+        "{text}"
+    );
+    std::fs::write(&path, "[[checks]]\nslug = \"crawl\"\nmax_instances = 0\n").unwrap();
+    let out = overdue()
+        .args(["config", "check"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("checks[0].max_instances: 0 is out of range"),
+        "{err}"
+    );
+}
+
+#[test]
 fn log_format_flag_gives_json_logs() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("x.db");

@@ -453,3 +453,47 @@ async fn postgres_two_replicas_never_both_grant_the_last_seat() {
     .expect("hang guard");
     assert_eq!(last, 40, "one token per round");
 }
+
+both_backends!(
+    a_retried_acquire_gets_its_own_seat_back,
+    |backend| async move {
+        let s = TestServer::start(backend, "").await;
+        let c = s
+            .create_check(json!({"slug": "retry", "interval": "1h"}))
+            .await;
+        let base = format!("/ping/{}", c["uuid"].as_str().unwrap());
+        let (status, first) = post(&s, &format!("{base}/lock?holder=h%3A1&ttl=1m&nonce=n-1")).await;
+        assert_eq!(status, 200, "{first}");
+        // The same request again (its first answer was lost): the same seat,
+        // not a 423 naming itself.
+        let (status, again) = post(&s, &format!("{base}/lock?holder=h%3A1&ttl=1m&nonce=n-1")).await;
+        assert_eq!(status, 200, "{again}");
+        assert_eq!(again["token"], first["token"]);
+        assert_eq!(again["expires"], first["expires"]);
+        // Another request, another key: every seat is held.
+        let (status, _) = post(&s, &format!("{base}/lock?holder=h%3A1&ttl=1m&nonce=n-2")).await;
+        assert_eq!(status, 423);
+        s.stop().await;
+    }
+);
+
+both_backends!(
+    a_guarded_job_line_may_create_its_check,
+    |backend| async move {
+        let s = TestServer::start(backend, "").await;
+        // due and lock with ?create=1 create the check, as a ping would.
+        let (status, d) = get(&s, &format!("/ping/{PING_KEY}/fresh/due?create=1")).await;
+        assert_eq!(status, 200, "{d}");
+        assert_eq!(d["due"], true);
+        let (status, l) = post(&s, &format!("/ping/{PING_KEY}/newer/lock?create=1&ttl=1m")).await;
+        assert_eq!(status, 200, "{l}");
+        let v = s.get_json("/api/v1/checks/newer").await;
+        assert_eq!(v["locks"].as_array().unwrap().len(), 1);
+        // Without create=1 a missing check stays a 404.
+        assert_eq!(
+            post(&s, &format!("/ping/{PING_KEY}/other/lock")).await.0,
+            404
+        );
+        s.stop().await;
+    }
+);

@@ -22,6 +22,8 @@ CREATE TABLE check_locks (
     ttl_ms      BIGINT NOT NULL,
     acquired_at BIGINT NOT NULL,
     expires_at  BIGINT NOT NULL,
+    -- The acquiring request's key: a retried acquire gets its own seat back.
+    nonce       TEXT,
     PRIMARY KEY (check_id, token)
 );
 

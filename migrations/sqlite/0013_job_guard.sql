@@ -20,6 +20,8 @@ CREATE TABLE check_locks (
     ttl_ms      INTEGER NOT NULL,
     acquired_at INTEGER NOT NULL,
     expires_at  INTEGER NOT NULL,
+    -- The acquiring request's key: a retried acquire gets its own seat back.
+    nonce       TEXT,
     PRIMARY KEY (check_id, token)
 ) WITHOUT ROWID;
 

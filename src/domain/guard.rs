@@ -12,7 +12,7 @@ use std::time::Duration as StdDuration;
 use chrono::{DateTime, Duration, Utc};
 
 use super::active_hours::ActiveClock;
-use super::evaluate::{Expect, Rules};
+use super::evaluate::{Expect, Rules, Span};
 use super::schedule::CronSchedule;
 
 /// Why a slot is or is not due.
@@ -53,11 +53,17 @@ pub struct Due {
     pub quiet: bool,
 }
 
-/// Whether the check's current slot still needs a run at `now`.
-pub fn due(rules: &Rules, last_success: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Due {
+/// Whether the check's current slot still needs a run at `now`; time in
+/// `unobserved` spans does not count toward an interval (SPEC §3.1).
+pub fn due(
+    rules: &Rules,
+    last_success: Option<DateTime<Utc>>,
+    unobserved: &[Span],
+    now: DateTime<Utc>,
+) -> Due {
     let clock = ActiveClock {
         hours: rules.hours.as_deref(),
-        unobserved: &[],
+        unobserved,
     };
     let quiet = rules.hours.as_deref().is_some_and(|h| !h.is_active(now));
     let (slot, next_due, done) = match &rules.expect {
@@ -200,35 +206,35 @@ mod tests {
         let now = t("2026-03-10T12:00:00Z");
         let slot = t("2026-03-10T03:00:00Z");
         // Never succeeded: due, the slot is today's 03:00.
-        let d = due(&r, None, now);
+        let d = due(&r, None, &[], now);
         assert_eq!(
             (d.due, d.reason, d.slot),
             (true, DueReason::Due, Some(slot))
         );
         // Succeeded before the slot (yesterday's run): due.
-        let d = due(&r, Some(t("2026-03-09T03:00:05Z")), now);
+        let d = due(&r, Some(t("2026-03-09T03:00:05Z")), &[], now);
         assert!(d.due);
         assert_eq!(d.next_due, Some(slot));
         // Exactly at the slot, or after it: done.
         for s in [slot, t("2026-03-10T03:00:01Z"), t("2026-03-10T11:59:59Z")] {
-            let d = due(&r, Some(s), now);
+            let d = due(&r, Some(s), &[], now);
             assert_eq!((d.due, d.reason), (false, DueReason::Done), "{s}");
             assert_eq!(d.next_due, Some(t("2026-03-11T03:00:00Z")));
             assert_eq!(d.slot, Some(slot));
         }
         // One millisecond before the slot: due.
-        assert!(due(&r, Some(slot - Duration::milliseconds(1)), now).due);
+        assert!(due(&r, Some(slot - Duration::milliseconds(1)), &[], now).due);
     }
 
     #[test]
     fn an_interval_slot_is_done_until_the_next_due_instant() {
         let r = rules(serde_json::json!({"interval": "1h"}));
         let last = t("2026-03-10T10:00:00Z");
-        assert!(!due(&r, Some(last), t("2026-03-10T10:59:59.999Z")).due);
-        let d = due(&r, Some(last), t("2026-03-10T11:00:00Z"));
+        assert!(!due(&r, Some(last), &[], t("2026-03-10T10:59:59.999Z")).due);
+        let d = due(&r, Some(last), &[], t("2026-03-10T11:00:00Z"));
         assert!(d.due);
         assert_eq!(d.next_due, Some(t("2026-03-10T11:00:00Z")));
-        assert!(due(&r, None, last).due);
+        assert!(due(&r, None, &[], last).due);
     }
 
     #[test]
@@ -238,12 +244,13 @@ mod tests {
             "active_hours": [{"start": "09:00", "end": "17:00"}],
         }));
         // 20:00 is quiet: not due, even though no run ever succeeded.
-        let d = due(&r, None, t("2026-03-10T20:00:00Z"));
+        let d = due(&r, None, &[], t("2026-03-10T20:00:00Z"));
         assert_eq!((d.due, d.reason, d.quiet), (false, DueReason::Quiet, true));
         // A success at 16:30: 30 active minutes left, counted from 09:00.
         let d = due(
             &r,
             Some(t("2026-03-10T16:30:00Z")),
+            &[],
             t("2026-03-11T09:10:00Z"),
         );
         assert_eq!(d.next_due, Some(t("2026-03-11T09:30:00Z")));
@@ -252,10 +259,23 @@ mod tests {
             due(
                 &r,
                 Some(t("2026-03-10T16:30:00Z")),
+                &[],
                 t("2026-03-11T09:30:00Z")
             )
             .due
         );
+    }
+
+    #[test]
+    fn unobserved_time_does_not_count_toward_an_interval() {
+        let r = rules(serde_json::json!({"interval": "1h"}));
+        let last = t("2026-03-10T10:00:00Z");
+        // The watchdog was down 10:30-10:45: the slot is done until 11:15.
+        let outage = [(t("2026-03-10T10:30:00Z"), t("2026-03-10T10:45:00Z"))];
+        let d = due(&r, Some(last), &outage, t("2026-03-10T11:10:00Z"));
+        assert_eq!(d.next_due, Some(t("2026-03-10T11:15:00Z")));
+        assert!(!d.due);
+        assert!(due(&r, Some(last), &outage, t("2026-03-10T11:15:00Z")).due);
     }
 
     #[test]
@@ -339,7 +359,7 @@ mod tests {
                 }
                 m += Duration::minutes(1);
             }
-            let d = due(&r, Some(last), now);
+            let d = due(&r, Some(last), &[], now);
             prop_assert_eq!(d.due, in_between);
             // The slot is a fire time at or before now, and the next one is after now.
             let slot = d.slot.unwrap();
@@ -357,7 +377,7 @@ mod tests {
             let r = rules(serde_json::json!({"interval": format!("{interval_s}s")}));
             let last = t("2026-03-08T00:00:00Z");
             let now = last + Duration::seconds(elapsed);
-            prop_assert_eq!(due(&r, Some(last), now).due, elapsed >= interval_s);
+            prop_assert_eq!(due(&r, Some(last), &[], now).due, elapsed >= interval_s);
         }
     }
 }

@@ -11,8 +11,11 @@ use super::AppState;
 use crate::clock;
 use crate::domain::evaluate::{instant, Rules};
 use crate::domain::guard::{default_lock_ttl, due, parse_lock_ttl, MAX_HOLDER};
-use crate::store::locks::{Acquired, Seat};
+use crate::store::locks::{Acquired, LockAsk, Seat};
 use crate::store::StoreError;
+
+/// The longest request key (`nonce`) kept.
+const MAX_NONCE: usize = 100;
 
 /// Which guard endpoint a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +50,8 @@ struct LockQuery {
     ttl_ms: Option<i64>,
     holder: Option<String>,
     token: Option<i64>,
+    /// The request's key: an acquire retried with it gets its seat back.
+    nonce: Option<String>,
 }
 
 fn parse_lock_query(query: Option<&str>) -> Result<LockQuery, String> {
@@ -65,6 +70,15 @@ fn parse_lock_query(query: Option<&str>) -> Result<LockQuery, String> {
                     ));
                 }
                 q.holder = Some(h.to_string());
+            }
+            "nonce" => {
+                let n = value.trim();
+                if n.is_empty() || n.len() > MAX_NONCE || n.chars().any(char::is_control) {
+                    return Err(format!(
+                        "nonce: 1 to {MAX_NONCE} bytes without control characters"
+                    ));
+                }
+                q.nonce = Some(n.to_string());
             }
             "token" => {
                 let t = value.trim();
@@ -144,7 +158,12 @@ async fn rules_of(state: &AppState, check_id: i64) -> Result<(Rules, Option<i64>
 async fn due_answer(state: &AppState, check_id: i64) -> Result<Response, StoreError> {
     let (rules, last_success) = rules_of(state, check_id).await?;
     let now = instant(clock::now_ms()).unwrap_or_default();
-    let d = due(&rules, last_success.and_then(instant), now);
+    let d = due(
+        &rules,
+        last_success.and_then(instant),
+        &state.observed.spans(),
+        now,
+    );
     let at = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| rfc3339(t.timestamp_millis()));
     Ok(reply(
         StatusCode::OK,
@@ -175,10 +194,14 @@ async fn lock(
         }
     };
     let holder = q.holder.unwrap_or_else(|| peer.to_string());
-    let got = state
-        .store
-        .acquire_lock(check_id, &holder, ttl_ms, q.token, now)
-        .await?;
+    let ask = LockAsk {
+        check_id,
+        holder: &holder,
+        ttl_ms,
+        token: q.token,
+        nonce: q.nonce.as_deref(),
+    };
+    let got = state.store.acquire_lock(ask, now).await?;
     Ok(match got {
         Acquired::Held(seat) => {
             let mut body = seat_json(&seat);
@@ -271,6 +294,7 @@ mod tests {
                 ttl_ms: Some(90_000),
                 holder: Some("web-1:42".to_string()),
                 token: Some(7),
+                nonce: None,
             }
         );
         assert_eq!(parse_lock_query(None).unwrap(), LockQuery::default());
@@ -283,6 +307,7 @@ mod tests {
             ("token=0", "token"),
             ("token=-3", "token"),
             ("token=1.5", "token"),
+            ("nonce=", "nonce"),
         ] {
             let e = parse_lock_query(Some(bad)).unwrap_err();
             assert!(e.starts_with(names), "{bad}: {e}");

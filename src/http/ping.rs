@@ -114,7 +114,17 @@ async fn answer(
         Err(r) => return reject(&state.metrics, r, limit),
     };
     if let Some(op) = action.guard {
-        return guard(&state, target, op, &method, query_text.as_deref(), client).await;
+        let create = query.create && op != GuardOp::Unlock;
+        return guard(
+            &state,
+            target,
+            op,
+            &method,
+            query_text.as_deref(),
+            create,
+            client,
+        )
+        .await;
     }
     if query.create && !matches!(target, Target::Slug(_)) {
         return reject(
@@ -198,13 +208,16 @@ async fn answer(
     }
 }
 
-/// A job guard request: for an existing check only (never `?create=1`).
+/// A job guard request. `create` (`?create=1` in the slug form, for `due`
+/// and `lock`) creates a missing check with defaults, as a ping would: a
+/// guarded job line may be the first thing that names its check.
 async fn guard(
     state: &AppState,
     target: Target<'_>,
     op: GuardOp,
     method: &Method,
     query: Option<&str>,
+    create: bool,
     client: std::net::IpAddr,
 ) -> Response {
     let limit = state.config.ping_body_limit;
@@ -214,7 +227,13 @@ async fn guard(
     };
     let check_id = match found {
         Ok(Some(c)) => c,
-        Ok(None) => return reject(&state.metrics, Rejection::NotFound, limit),
+        Ok(None) => match target {
+            Target::Slug(slug) if create => match self::create(state, slug).await {
+                Ok((c, _)) => c,
+                Err(_) => return unavailable(&state.metrics, limit),
+            },
+            _ => return reject(&state.metrics, Rejection::NotFound, limit),
+        },
         Err(e) => {
             tracing::error!(error = %format!("{e:#}"), "cannot look up a check");
             return unavailable(&state.metrics, limit);

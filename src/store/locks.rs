@@ -37,20 +37,27 @@ pub enum Acquired {
     Lost,
 }
 
+/// One acquire or renewal.
+#[derive(Debug, Clone, Copy)]
+pub struct LockAsk<'a> {
+    pub check_id: i64,
+    pub holder: &'a str,
+    pub ttl_ms: i64,
+    /// Renew the seat this token holds.
+    pub token: Option<i64>,
+    /// The request's key (an acquire retried with it is answered once).
+    pub nonce: Option<&'a str>,
+}
+
 /// Storage of lock seats.
 #[async_trait]
 pub trait LockStore {
     /// Takes a free seat of `check_id` for `holder` (after dropping expired
     /// ones), or, with `token`, renews that seat for another `ttl_ms`.
+    /// An acquire with the `nonce` of a seat still held gets that seat back
+    /// as it is (a retried request whose first answer was lost).
     /// `NotFound` when the check does not exist.
-    async fn acquire_lock(
-        &self,
-        check_id: i64,
-        holder: &str,
-        ttl_ms: i64,
-        token: Option<i64>,
-        now: UnixMs,
-    ) -> Result<Acquired, StoreError>;
+    async fn acquire_lock(&self, ask: LockAsk<'_>, now: UnixMs) -> Result<Acquired, StoreError>;
     /// Releases the seat `token` holds; `false` when it holds none (expired,
     /// released, or taken over after expiring).
     async fn release_lock(&self, check_id: i64, token: i64) -> Result<bool, StoreError>;

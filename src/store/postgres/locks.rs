@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use super::lease::DB_NOW_MS;
 use super::PgStore;
 use crate::domain::ping::UnixMs;
-use crate::store::locks::{Acquired, LockStore, Seat};
+use crate::store::locks::{Acquired, LockAsk, LockStore, Seat};
 use crate::store::StoreError;
 
 const SEAT_COLUMNS: &str = "token, holder, ttl_ms, acquired_at, expires_at";
@@ -36,14 +36,14 @@ impl From<SeatRow> for Seat {
 
 #[async_trait]
 impl LockStore for PgStore {
-    async fn acquire_lock(
-        &self,
-        check_id: i64,
-        holder: &str,
-        ttl_ms: i64,
-        token: Option<i64>,
-        _now: UnixMs,
-    ) -> Result<Acquired, StoreError> {
+    async fn acquire_lock(&self, ask: LockAsk<'_>, _now: UnixMs) -> Result<Acquired, StoreError> {
+        let LockAsk {
+            check_id,
+            holder,
+            ttl_ms,
+            token,
+            nonce,
+        } = ask;
         let mut tx = self.pool.begin().await?;
         // The check's token row, locked (created on first use) until the
         // commit: acquires of one check on every replica take turns here,
@@ -92,7 +92,21 @@ impl LockStore for PgStore {
             .bind(check_id)
             .fetch_all(&mut *tx)
             .await?;
-            if i64::try_from(held.len()).unwrap_or(i64::MAX) >= seats.max(1) {
+            let mine: Option<SeatRow> = match nonce {
+                Some(n) => {
+                    sqlx::query_as(&format!(
+                        "SELECT {SEAT_COLUMNS} FROM check_locks WHERE check_id = $1 AND nonce = $2"
+                    ))
+                    .bind(check_id)
+                    .bind(n)
+                    .fetch_optional(&mut *tx)
+                    .await?
+                }
+                None => None,
+            };
+            if let Some(seat) = mine {
+                Acquired::Held(seat.into())
+            } else if i64::try_from(held.len()).unwrap_or(i64::MAX) >= seats.max(1) {
                 match held.into_iter().next() {
                     Some(s) => Acquired::Busy(s.into()),
                     None => Acquired::Lost,
@@ -106,7 +120,7 @@ impl LockStore for PgStore {
                     .await?;
                 let seat: SeatRow = sqlx::query_as(&format!(
                     "INSERT INTO check_locks (check_id, token, holder, ttl_ms, acquired_at, \
-                     expires_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING {SEAT_COLUMNS}"
+                     expires_at, nonce) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {SEAT_COLUMNS}"
                 ))
                 .bind(check_id)
                 .bind(token)
@@ -114,6 +128,7 @@ impl LockStore for PgStore {
                 .bind(ttl_ms)
                 .bind(now)
                 .bind(now.saturating_add(ttl_ms))
+                .bind(nonce)
                 .fetch_one(&mut *tx)
                 .await?;
                 Acquired::Held(seat.into())

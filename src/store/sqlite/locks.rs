@@ -11,7 +11,7 @@ use async_trait::async_trait;
 
 use super::SqliteStore;
 use crate::domain::ping::UnixMs;
-use crate::store::locks::{Acquired, LockStore, Seat};
+use crate::store::locks::{Acquired, LockAsk, LockStore, Seat};
 use crate::store::StoreError;
 
 /// When each seat (check id, token) expires, by the monotonic clock.
@@ -24,9 +24,10 @@ struct SeatRow {
     ttl_ms: i64,
     acquired_at: i64,
     expires_at: i64,
+    nonce: Option<String>,
 }
 
-const SEAT_COLUMNS: &str = "token, holder, ttl_ms, acquired_at, expires_at";
+const SEAT_COLUMNS: &str = "token, holder, ttl_ms, acquired_at, expires_at, nonce";
 
 /// How far the shown expiry may be from the stored one before the stored
 /// one is taken as out of date (after a restart or a wall-clock step).
@@ -70,14 +71,14 @@ fn live(
 
 #[async_trait]
 impl LockStore for SqliteStore {
-    async fn acquire_lock(
-        &self,
-        check_id: i64,
-        holder: &str,
-        ttl_ms: i64,
-        token: Option<i64>,
-        now: UnixMs,
-    ) -> Result<Acquired, StoreError> {
+    async fn acquire_lock(&self, ask: LockAsk<'_>, now: UnixMs) -> Result<Acquired, StoreError> {
+        let LockAsk {
+            check_id,
+            holder,
+            ttl_ms,
+            token,
+            nonce,
+        } = ask;
         // One acquire at a time in this process, the only one using the file.
         let mut deadlines = self.locks.lock().await;
         let mono = Instant::now();
@@ -97,12 +98,22 @@ impl LockStore for SqliteStore {
         .fetch_all(&mut *tx)
         .await?;
         let mut held = Vec::new();
+        let mut mine = None;
+        let mut expired = Vec::new();
         for row in rows {
             let t = row.token;
+            let same = nonce.is_some() && row.nonce.as_deref() == nonce;
             match live(&mut deadlines, check_id, row, mono, now) {
-                Some(seat) => held.push(seat),
+                Some(seat) => {
+                    if same {
+                        mine = Some(seat.clone());
+                    }
+                    held.push(seat);
+                }
                 None => {
-                    deadlines.remove(&(check_id, t));
+                    // Forgotten only once the delete is committed: a
+                    // rolled-back one must not come back with a fresh TTL.
+                    expired.push(t);
                     sqlx::query("DELETE FROM check_locks WHERE check_id = ? AND token = ?")
                         .bind(check_id)
                         .bind(t)
@@ -112,6 +123,9 @@ impl LockStore for SqliteStore {
             }
         }
         let expires_at = now.saturating_add(ttl_ms);
+        // Whether the answer is a seat taken or renewed now (its deadline
+        // starts over), not one handed back to a retried acquire.
+        let mut fresh = true;
         let answer = if let Some(token) = token {
             match held.into_iter().find(|s| s.token == token) {
                 None => Acquired::Lost,
@@ -131,6 +145,9 @@ impl LockStore for SqliteStore {
                     Acquired::Held(seat)
                 }
             }
+        } else if let Some(seat) = mine {
+            fresh = false;
+            Acquired::Held(seat)
         } else if i64::try_from(held.len()).unwrap_or(i64::MAX) >= seats.max(1) {
             held.sort_by_key(|s| (s.expires_at, s.token));
             match held.into_iter().next() {
@@ -148,7 +165,7 @@ impl LockStore for SqliteStore {
             .await?;
             sqlx::query(
                 "INSERT INTO check_locks (check_id, token, holder, ttl_ms, acquired_at, \
-                 expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                 expires_at, nonce) VALUES (?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(check_id)
             .bind(token)
@@ -156,6 +173,7 @@ impl LockStore for SqliteStore {
             .bind(ttl_ms)
             .bind(now)
             .bind(expires_at)
+            .bind(nonce)
             .execute(&mut *tx)
             .await?;
             Acquired::Held(Seat {
@@ -167,9 +185,16 @@ impl LockStore for SqliteStore {
             })
         };
         tx.commit().await?;
+        for t in expired {
+            deadlines.remove(&(check_id, t));
+        }
         // Only once committed: a rolled-back renewal keeps its old deadline.
-        if let Acquired::Held(seat) = &answer {
-            deadlines.insert((check_id, seat.token), mono + ms(ttl_ms));
+        // A seat handed back to a retried acquire keeps its own.
+        match &answer {
+            Acquired::Held(seat) if fresh => {
+                deadlines.insert((check_id, seat.token), mono + ms(ttl_ms));
+            }
+            _ => {}
         }
         Ok(answer)
     }
@@ -212,18 +237,24 @@ impl LockStore for SqliteStore {
         .fetch_all(&self.pool)
         .await?;
         let mut held = HashMap::new();
+        let mut stored = std::collections::HashSet::new();
         for (check_id, token, holder, ttl_ms, acquired_at, expires_at) in rows {
+            stored.insert((check_id, token));
             let row = SeatRow {
                 token,
                 holder,
                 ttl_ms,
                 acquired_at,
                 expires_at,
+                nonce: None,
             };
             if live(&mut deadlines, check_id, row, mono, now).is_some() {
                 *held.entry(check_id).or_insert(0) += 1;
             }
         }
+        // Deadlines of seats no longer stored (released, or their check
+        // deleted) are forgotten here, once per scrape.
+        deadlines.retain(|seat, _| stored.contains(seat));
         Ok(held)
     }
 }
