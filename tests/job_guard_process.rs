@@ -104,6 +104,14 @@ struct Script {
     /// Answers to renewals in order; then `renewed`.
     renewals: VecDeque<(u16, String)>,
     due: (u16, String),
+    /// How long `due` takes to answer.
+    due_delay: Duration,
+    /// The first acquire takes the seat but its answer is lost (a 502 from
+    /// a proxy after the server committed): then a retry with the same
+    /// nonce gets the seat, any other acquire finds it held by that first one.
+    lose_first_acquire: bool,
+    /// The nonce the seat was taken with, once taken so.
+    taken_with: Option<Option<String>>,
     requests: Vec<Req>,
 }
 
@@ -145,6 +153,9 @@ impl Fake {
             acquire,
             renewals: VecDeque::new(),
             due,
+            due_delay: Duration::ZERO,
+            lose_first_acquire: false,
+            taken_with: None,
             requests: Vec::new(),
         }));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -162,6 +173,10 @@ impl Fake {
             .unwrap()
             .renewals
             .extend(answers.iter().cloned());
+    }
+
+    fn set(&self, f: impl FnOnce(&mut Script)) {
+        f(&mut self.script.lock().unwrap());
     }
 
     fn requests(&self) -> Vec<Req> {
@@ -199,17 +214,39 @@ async fn answer(
         params,
         body: String::from_utf8_lossy(&body).into_owned(),
     };
+    let delay = {
+        let mut s = script.lock().unwrap();
+        s.requests.push(req.clone());
+        if req.endpoint == "/due" {
+            s.due_delay
+        } else {
+            Duration::ZERO
+        }
+    };
+    tokio::time::sleep(delay).await;
     let mut s = script.lock().unwrap();
+    let nonce = req.param("nonce").map(str::to_string);
     let (status, text) = match req.endpoint.as_str() {
         "/lock" if req.param("token").is_some() => {
             s.renewals.pop_front().unwrap_or_else(|| seat(900))
         }
+        "/lock" if s.lose_first_acquire => match &s.taken_with {
+            None => {
+                s.taken_with = Some(nonce);
+                (502, "Bad Gateway".to_string())
+            }
+            Some(Some(first)) if nonce.as_deref() == Some(first.as_str()) => s.acquire.clone(),
+            Some(_) => {
+                let body = json!({"acquired": false, "holder": "this-very-run",
+                                  "expires": "2030-01-01T00:05:00Z"});
+                (423, body.to_string())
+            }
+        },
         "/lock" => s.acquire.clone(),
         "/due" => s.due.clone(),
         "/unlock" => (200, json!({"released": true}).to_string()),
         _ => (200, "OK".to_string()),
     };
-    s.requests.push(req);
     (StatusCode::from_u16(status).unwrap(), text).into_response()
 }
 
@@ -442,27 +479,49 @@ async fn past_the_timeout_a_failure_is_reported_and_the_exit_code_is_124() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_lock_follows_if_unreachable() {
-    // 404: an unknown check. Not a skip the server recorded; not a run either, by default.
-    let fake = Fake::start((404, "no such check".into()), due(true, "due")).await;
+async fn an_acquire_whose_answer_was_lost_gets_its_own_seat_on_retry() {
+    // The first attempt takes the seat, its answer is lost; the retry, with
+    // the same nonce, gets that seat back instead of a 423 naming itself.
+    let fake = Fake::start(seat(900), due(true, "due")).await;
+    fake.set(|s| s.lose_first_acquire = true);
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let script = format!("touch {}; sleep 1", ran.display());
     let url = fake.url();
-    let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", "exit 3"]).await;
+    let o = overdue(&["run", "--once", "--lock", &url, "--", "sh", "-c", &script]).await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    assert!(err(&o).contains("404"), "{}", err(&o));
-    assert_eq!(fake.endpoints(), ["/lock"]);
-    let o = overdue(&[
-        "run",
-        "--lock",
-        "--if-unreachable",
-        "run",
-        &url,
-        "--",
-        "sh",
-        "-c",
-        "exit 3",
-    ])
-    .await;
-    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(ran.exists(), "the command did not run: {}", err(&o));
+    let r = fake.requests();
+    let names = fake.endpoints();
+    assert!(!names.contains(&"/skip".to_string()), "{names:?}");
+    assert_eq!(&names[..3], ["/lock", "/lock", "/due"], "{names:?}");
+    let nonce = r[0].param("nonce").expect("an acquire carries a nonce");
+    assert!(uuid::Uuid::parse_str(nonce).is_ok(), "{nonce}");
+    assert_eq!(r[1].param("nonce"), Some(nonce));
+    // Renewals name their seat by token, not by nonce.
+    let renewals: Vec<&Req> = r
+        .iter()
+        .filter(|q| q.endpoint == "/lock" && q.param("token").is_some())
+        .collect();
+    assert!(!renewals.is_empty(), "{names:?}");
+    assert!(renewals.iter().all(|q| q.param("nonce").is_none()), "{r:?}");
+    assert_eq!(names.last().map(String::as_str), Some("/unlock"));
+
+    // Each invocation has its own.
+    let fake = Fake::start(seat(60_000), due(true, "due")).await;
+    let url = fake.url();
+    for _ in 0..2 {
+        let o = overdue(&["run", "--lock", &url, "--", "true"]).await;
+        assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    }
+    let nonces: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|q| q.endpoint == "/lock")
+        .filter_map(|q| q.param("nonce").map(str::to_string))
+        .collect();
+    assert_eq!(nonces.len(), 2, "{nonces:?}");
+    assert_ne!(nonces[0], nonces[1]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -602,3 +661,27 @@ async fn signals_to_overdue_run_reach_the_command() {
     // The command handled SIGTERM and exited 0: that is its own exit code.
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
 }
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_lock_follows_if_unreachable() {
+    // 404: an unknown check. Not a skip the server recorded; not a run either, by default.
+    let fake = Fake::start((404, "no such check".into()), due(true, "due")).await;
+    let url = fake.url();
+    let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", "exit 3"]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(err(&o).contains("404"), "{}", err(&o));
+    assert_eq!(fake.endpoints(), ["/lock"]);
+    let o = overdue(&[
+        "run",
+        "--lock",
+        "--if-unreachable",
+        "run",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+}
+

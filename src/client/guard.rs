@@ -106,11 +106,13 @@ pub fn default_holder() -> String {
 pub enum Call<'a> {
     /// `GET …/due`
     Due,
-    /// `POST …/lock`: take a seat, or renew the seat of `token`.
+    /// `POST …/lock`: take a seat (its `nonce` makes a retried acquire
+    /// get back the seat its first attempt took), or renew the seat of `token`.
     Lock {
         holder: &'a str,
         ttl: Option<Duration>,
         token: Option<i64>,
+        nonce: Option<&'a str>,
     },
     /// `POST …/unlock`
     Unlock { token: i64 },
@@ -120,7 +122,12 @@ pub enum Call<'a> {
 pub fn call_url(target: &str, server: &str, call: &Call) -> Result<String, String> {
     match call {
         Call::Due => endpoint_url(target, server, "/due", &[]),
-        Call::Lock { holder, ttl, token } => {
+        Call::Lock {
+            holder,
+            ttl,
+            token,
+            nonce,
+        } => {
             let mut params = vec![("holder", holder.to_string())];
             if let Some(ttl) = ttl {
                 // Milliseconds: exact, and a humantime duration the server reads.
@@ -128,6 +135,9 @@ pub fn call_url(target: &str, server: &str, call: &Call) -> Result<String, Strin
             }
             if let Some(token) = token {
                 params.push(("token", token.to_string()));
+            }
+            if let Some(nonce) = nonce {
+                params.push(("nonce", nonce.to_string()));
             }
             endpoint_url(target, server, "/lock", &params)
         }
@@ -273,12 +283,17 @@ impl Guard {
         Ok(Due::No(not_due_reason(reason, answer.slot.as_deref())))
     }
 
-    /// Takes a lock seat. `Err` when the server cannot answer, or refuses.
-    pub async fn acquire(&self, lock: &LockOptions) -> Result<Acquire, String> {
+    /// Takes a lock seat. Every attempt carries `nonce`, the invocation's
+    /// own key: an attempt that took a seat but whose answer was lost would
+    /// otherwise make the retry find that seat held (by this very run), record
+    /// a skip and leave the seat orphaned for a TTL. `Err` when the server
+    /// cannot answer, or refuses.
+    pub async fn acquire(&self, lock: &LockOptions, nonce: &str) -> Result<Acquire, String> {
         let url = self.url(&Call::Lock {
             holder: &lock.holder,
             ttl: lock.ttl,
             token: None,
+            nonce: Some(nonce),
         })?;
         let since = Instant::now();
         let (status, text) =
@@ -308,6 +323,7 @@ impl Guard {
             holder: &lock.holder,
             ttl: lock.ttl,
             token: Some(token),
+            nonce: None,
         }) {
             Ok(u) => u,
             Err(e) => return Renewal::Failed(e),
@@ -460,15 +476,17 @@ mod tests {
             holder: "web-1:42",
             ttl: Some(Duration::from_secs(90)),
             token: None,
+            nonce: Some("n-1"),
         };
         assert_eq!(
             call_url(U, "http://h:1", &lock).unwrap(),
-            format!("http://h:1/ping/{U}/lock?holder=web-1%3A42&ttl=90000ms")
+            format!("http://h:1/ping/{U}/lock?holder=web-1%3A42&ttl=90000ms&nonce=n-1")
         );
         let renew = Call::Lock {
             holder: "a b",
             ttl: None,
             token: Some(7),
+            nonce: None,
         };
         assert_eq!(
             call_url(U, "http://h:1", &renew).unwrap(),
@@ -492,6 +510,7 @@ mod tests {
             holder: "h",
             ttl: None,
             token: Some(3),
+            nonce: None,
         };
         assert_eq!(
             call_url(t, "", &lock).unwrap(),

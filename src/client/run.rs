@@ -84,7 +84,7 @@ pub async fn run(opts: &RunOptions, command: &[String]) -> i32 {
             return exit_code_of(&outcome);
         }
     };
-    let held = match admit(&guard, &opts.guard).await {
+    let held = match admit(&guard, &opts.guard, &rid.to_string()).await {
         Admit::Run(held) => held,
         Admit::Skip(code) => return code,
     };
@@ -146,10 +146,11 @@ pub async fn run(opts: &RunOptions, command: &[String]) -> i32 {
 
 /// Asks the server what the guard's flags require: the lock first, then
 /// whether the slot is due while holding it (and renewing it already).
-async fn admit(guard: &Guard, opts: &GuardOptions) -> Admit {
+/// `nonce` is this invocation's key for taking the lock.
+async fn admit(guard: &Guard, opts: &GuardOptions, nonce: &str) -> Admit {
     let mut held = None;
     if let Some(lock) = &opts.lock {
-        match guard.acquire(lock).await {
+        match guard.acquire(lock, nonce).await {
             Ok(Acquire::Acquired(seat)) => {
                 let keeper = Keeper::start(guard.clone(), lock.clone(), seat.clone());
                 held = Some(Held { seat, keeper });
