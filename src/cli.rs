@@ -138,8 +138,8 @@ pub struct RunArgs {
         requires = "lock"
     )]
     pub lock_lost: crate::client::guard::LockLost,
-    /// The lock holder's name [default: HOSTNAME:PID].
-    #[arg(long, value_name = "NAME", requires = "lock")]
+    /// The lock holder's name, 1 to 200 bytes [default: HOSTNAME:PID].
+    #[arg(long, value_name = "NAME", requires = "lock", value_parser = parse_holder)]
     pub holder: Option<String>,
     /// Stop the command past this long (SIGTERM, then SIGKILL) and exit 124.
     #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
@@ -234,6 +234,19 @@ fn parse_lock_ttl(s: &str) -> Result<std::time::Duration, String> {
         return Err("must be from 1s to 7d".into());
     }
     Ok(d)
+}
+
+/// A holder name the server takes (as it reads it: trimmed), so that a bad
+/// one is a usage error here rather than a refusal from the server.
+fn parse_holder(s: &str) -> Result<String, String> {
+    use crate::domain::guard::MAX_HOLDER;
+    let h = s.trim();
+    if h.is_empty() || h.len() > MAX_HOLDER || h.chars().any(char::is_control) {
+        return Err(format!(
+            "must be 1 to {MAX_HOLDER} bytes without control characters"
+        ));
+    }
+    Ok(h.to_string())
 }
 
 /// `overdue config …`
@@ -717,9 +730,17 @@ mod tests {
             &["--lock", "--lock-ttl", "8d"],
             &["--timeout", "0s"],
             &["--if-unreachable", "maybe"],
+            // Holders the server would refuse with a 400.
+            &["--lock", "--holder", ""],
+            &["--lock", "--holder", "   "],
+            &["--lock", "--holder", "a\tb"],
+            &["--lock", "--holder", &"x".repeat(201)],
         ] {
             assert!(run_args(bad).is_err(), "{bad:?} accepted");
         }
+        let holder = |h: &str| run_args(&["--lock", "--holder", h]).unwrap().holder;
+        assert_eq!(holder(" web-1 ").as_deref(), Some("web-1"));
+        assert_eq!(holder(&"x".repeat(200)).map(|h| h.len()), Some(200));
         assert_eq!(
             run_args(&["--timeout", "2m"]).unwrap().timeout,
             Some(std::time::Duration::from_secs(120))

@@ -479,6 +479,149 @@ async fn past_the_timeout_a_failure_is_reported_and_the_exit_code_is_124() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_is_an_error_never_a_silent_skip() {
+    // 404: an unknown check, a typo in the crontab. The server answered, so
+    // --if-unreachable does not apply: exit 2 with the server's message, the
+    // command not run, nothing recorded.
+    let fake = Fake::start(
+        (404, json!({"error": "no check with that uuid"}).to_string()),
+        due(true, "due"),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let script = format!("touch {}; exit 3", ran.display());
+    let url = fake.url();
+    for flags in [&["--lock"][..], &["--lock", "--if-unreachable", "run"]] {
+        let mut args = vec!["run"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&[&url, "--", "sh", "-c", &script]);
+        let o = overdue(&args).await;
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {}", err(&o));
+        assert!(!ran.exists(), "{flags:?}: the command ran");
+        assert!(err(&o).contains("404"), "{}", err(&o));
+        assert!(err(&o).contains("no check with that uuid"), "{}", err(&o));
+    }
+    assert_eq!(fake.endpoints(), ["/lock", "/lock"]);
+
+    // `due` refused while holding a seat: the seat is given back.
+    let fake = Fake::start(seat(60_000), (404, "not found".into())).await;
+    let url = fake.url();
+    let o = overdue(&[
+        "run",
+        "--once",
+        "--lock",
+        "--if-unreachable",
+        "run",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(!ran.exists(), "the command ran");
+    assert!(err(&o).contains("404 Not Found: not found"), "{}", err(&o));
+    assert_eq!(fake.endpoints(), ["/lock", "/due", "/unlock"]);
+
+    // A bad request (here a holder the server would not take) likewise.
+    let fake = Fake::start(
+        (400, json!({"error": "holder: 1 to 200 bytes"}).to_string()),
+        due(true, "due"),
+    )
+    .await;
+    let url = fake.url();
+    let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", &script]).await;
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("holder: 1 to 200 bytes"), "{}", err(&o));
+    assert!(!ran.exists(), "the command ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_the_server_would_refuse_is_refused_before_asking() {
+    let fake = Fake::start(seat(60_000), due(true, "due")).await;
+    let url = fake.url();
+    let long = "h".repeat(201);
+    for holder in ["", "  ", "web\n1", &long] {
+        let o = overdue(&[
+            "run", "--lock", "--holder", holder, &url, "--", "sh", "-c", "exit 3",
+        ])
+        .await;
+        assert_eq!(o.status.code(), Some(2), "{holder:?}: {}", err(&o));
+        assert!(err(&o).contains("--holder"), "{}", err(&o));
+    }
+    assert!(fake.requests().is_empty(), "{:?}", fake.endpoints());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_failing_with_5xx_follows_if_unreachable() {
+    let fake = Fake::start((503, "down".into()), due(false, "done")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let script = format!("touch {}; exit 3", ran.display());
+    let url = fake.url();
+    let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", &script]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(!ran.exists(), "the command ran");
+    assert!(
+        err(&o).contains("not running the command (--if-unreachable skip)"),
+        "{}",
+        err(&o)
+    );
+    // Retried: a 5xx may be passing.
+    let attempts = fake.endpoints().len();
+    assert_eq!(attempts, 3, "{:?}", fake.endpoints());
+
+    // --if-unreachable run without the lock still asks `due` under --once:
+    // the slot is done, so nothing runs.
+    let o = overdue(&[
+        "run",
+        "--once",
+        "--lock",
+        "--if-unreachable",
+        "run",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(!ran.exists(), "the command ran though the slot is done");
+    let r = fake.requests();
+    assert_eq!(
+        fake.endpoints()[attempts..],
+        ["/lock", "/lock", "/lock", "/due", "/skip"],
+        "{r:?}"
+    );
+    assert_eq!(
+        r.last().unwrap().param("reason"),
+        Some("already done for slot 2030-01-01T03:00:00Z")
+    );
+
+    // Due: it runs, without the guard.
+    let fake = Fake::start((503, "down".into()), due(true, "due")).await;
+    let url = fake.url();
+    let o = overdue(&[
+        "run",
+        "--once",
+        "--lock",
+        "--if-unreachable",
+        "run",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(ran.exists(), "the command did not run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_whose_answer_was_lost_gets_its_own_seat_on_retry() {
     // The first attempt takes the seat, its answer is lost; the retry, with
     // the same nonce, gets that seat back instead of a 423 naming itself.
@@ -661,27 +804,3 @@ async fn signals_to_overdue_run_reach_the_command() {
     // The command handled SIGTERM and exited 0: that is its own exit code.
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
 }
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_lock_follows_if_unreachable() {
-    // 404: an unknown check. Not a skip the server recorded; not a run either, by default.
-    let fake = Fake::start((404, "no such check".into()), due(true, "due")).await;
-    let url = fake.url();
-    let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", "exit 3"]).await;
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    assert!(err(&o).contains("404"), "{}", err(&o));
-    assert_eq!(fake.endpoints(), ["/lock"]);
-    let o = overdue(&[
-        "run",
-        "--lock",
-        "--if-unreachable",
-        "run",
-        &url,
-        "--",
-        "sh",
-        "-c",
-        "exit 3",
-    ])
-    .await;
-    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
-}
-

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{TestServer, HANG_GUARD};
+use common::{TestServer, HANG_GUARD, PING_KEY};
 use serde_json::{json, Value};
 
 /// `overdue run FLAGS URL -- sh -c SCRIPT`, started now.
@@ -418,6 +418,47 @@ both_backends!(
         );
         let flips = s.get_json(&format!("/api/v1/checks/{uuid}/flips")).await;
         assert_eq!(flips["flips"].as_array().map(Vec::len), Some(0), "{flips}");
+        s.stop().await;
+    }
+);
+
+both_backends!(
+    a_wrong_url_in_a_crontab_is_an_error_not_a_silent_skip,
+    |backend| async move {
+        let s = TestServer::start(backend, "").await;
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let script = format!("touch {}", marker.display());
+        let unknown = ping_url(&s, &uuid::Uuid::new_v4().to_string());
+        let wrong_key = s.url("/ping/not-the-key/nightly?create=1");
+        for (url, flags) in [
+            (&unknown, &["--once", "--lock"][..]),
+            (&unknown, &["--once", "--if-unreachable", "run"]),
+            (&wrong_key, &["--once", "--lock", "--if-unreachable", "run"]),
+        ] {
+            let (code, err) = finish_all(vec![start_run(flags, url, &script, dir.path())])
+                .await
+                .remove(0);
+            assert_eq!(code, 2, "{url} {flags:?}: {err}");
+            assert!(err.contains("404"), "{err}");
+            assert!(!marker.exists(), "{url} {flags:?}: the command ran");
+        }
+
+        // The slug form with the right key and ?create=1 creates the check
+        // on the guard's first call and runs.
+        let url = s.url(&format!("/ping/{PING_KEY}/nightly?create=1"));
+        let (code, err) = finish_all(vec![start_run(
+            &["--once", "--lock"],
+            &url,
+            &script,
+            dir.path(),
+        )])
+        .await
+        .remove(0);
+        assert_eq!(code, 0, "{err}");
+        assert!(marker.exists(), "the command did not run: {err}");
+        let v = s.get_json("/api/v1/checks/nightly").await;
+        assert_eq!(v["status"], "up", "{v}");
         s.stop().await;
     }
 );

@@ -172,6 +172,38 @@ pub fn renew_retry(interval: Duration) -> Duration {
     interval.min(RENEW_RETRY)
 }
 
+/// Why `due` or `lock` gave no answer to go by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unanswered {
+    /// The server could not be reached, did not answer in time, kept
+    /// failing (5xx, 429) or answered outside the contract: `--if-unreachable`
+    /// decides.
+    Unreachable(String),
+    /// The server answered with a refusal (a 4xx: an unknown check, a bad
+    /// request): the invocation itself is wrong, and no retry or later run
+    /// would change that.
+    Refused(String),
+}
+
+/// A 4xx answer as the user reads it: the status and the server's message.
+fn refusal(status: reqwest::StatusCode, text: &str) -> Unanswered {
+    let message = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(str::to_string))
+        .unwrap_or_else(|| text.trim().to_string());
+    Unanswered::Refused(format!("{status}: {message}"))
+}
+
+/// A non-2xx answer to `due` or `lock` that the caller has no meaning for.
+fn unanswered(status: reqwest::StatusCode, text: &str) -> Unanswered {
+    // 409 and 423 are the lock's own answers, 429 is "try later".
+    if status.is_client_error() && ![409, 423, 429].contains(&status.as_u16()) {
+        refusal(status, text)
+    } else {
+        Unanswered::Unreachable(format!("{status}: {}", text.trim()))
+    }
+}
+
 /// The server's answer to `due`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Due {
@@ -267,15 +299,16 @@ impl Guard {
 
     /// Asks whether the check's slot is due. `Err` when the server cannot
     /// answer, or refuses (an unknown check).
-    pub async fn due(&self) -> Result<Due, String> {
-        let url = self.url(&Call::Due)?;
-        let (status, text) =
-            exchange(&self.client, reqwest::Method::GET, &url, b"", self.retry).await?;
+    pub async fn due(&self) -> Result<Due, Unanswered> {
+        let url = self.url(&Call::Due).map_err(Unanswered::Refused)?;
+        let (status, text) = exchange(&self.client, reqwest::Method::GET, &url, b"", self.retry)
+            .await
+            .map_err(Unanswered::Unreachable)?;
         if !status.is_success() {
-            return Err(format!("{status}: {}", text.trim()));
+            return Err(unanswered(status, &text));
         }
-        let answer: DueAnswer =
-            serde_json::from_str(&text).map_err(|e| format!("unexpected answer to due ({e})"))?;
+        let answer: DueAnswer = serde_json::from_str(&text)
+            .map_err(|e| Unanswered::Unreachable(format!("unexpected answer to due ({e})")))?;
         if answer.due {
             return Ok(Due::Yes);
         }
@@ -288,18 +321,23 @@ impl Guard {
     /// otherwise make the retry find that seat held (by this very run), record
     /// a skip and leave the seat orphaned for a TTL. `Err` when the server
     /// cannot answer, or refuses.
-    pub async fn acquire(&self, lock: &LockOptions, nonce: &str) -> Result<Acquire, String> {
-        let url = self.url(&Call::Lock {
-            holder: &lock.holder,
-            ttl: lock.ttl,
-            token: None,
-            nonce: Some(nonce),
-        })?;
+    pub async fn acquire(&self, lock: &LockOptions, nonce: &str) -> Result<Acquire, Unanswered> {
+        let url = self
+            .url(&Call::Lock {
+                holder: &lock.holder,
+                ttl: lock.ttl,
+                token: None,
+                nonce: Some(nonce),
+            })
+            .map_err(Unanswered::Refused)?;
         let since = Instant::now();
-        let (status, text) =
-            exchange(&self.client, reqwest::Method::POST, &url, b"", self.retry).await?;
+        let (status, text) = exchange(&self.client, reqwest::Method::POST, &url, b"", self.retry)
+            .await
+            .map_err(Unanswered::Unreachable)?;
         match status.as_u16() {
-            200..=299 => seat_of(&text, lock.ttl, since).map(Acquire::Acquired),
+            200..=299 => seat_of(&text, lock.ttl, since)
+                .map(Acquire::Acquired)
+                .map_err(Unanswered::Unreachable),
             423 => {
                 let answer: LockAnswer = serde_json::from_str(&text).unwrap_or(LockAnswer {
                     acquired: false,
@@ -313,7 +351,7 @@ impl Guard {
                     answer.expires.as_deref().unwrap_or("its expiry"),
                 )))
             }
-            _ => Err(format!("{status}: {}", text.trim())),
+            _ => Err(unanswered(status, &text)),
         }
     }
 
@@ -583,6 +621,25 @@ mod tests {
         assert_eq!(seat.ttl, TTL_FALLBACK);
         assert!(seat_of(r#"{"acquired": true}"#, None, now).is_err());
         assert!(seat_of("OK", None, now).is_err());
+    }
+
+    #[test]
+    fn a_4xx_is_a_refusal_with_the_servers_message_except_the_locks_own() {
+        use reqwest::StatusCode as S;
+        assert_eq!(
+            unanswered(S::NOT_FOUND, r#"{"error": "no such check"}"#),
+            Unanswered::Refused("404 Not Found: no such check".into())
+        );
+        assert_eq!(
+            unanswered(S::BAD_REQUEST, "holder: too long\n"),
+            Unanswered::Refused("400 Bad Request: holder: too long".into())
+        );
+        for status in [S::CONFLICT, S::LOCKED, S::TOO_MANY_REQUESTS, S::BAD_GATEWAY] {
+            assert!(
+                matches!(unanswered(status, "x"), Unanswered::Unreachable(_)),
+                "{status}"
+            );
+        }
     }
 
     #[test]

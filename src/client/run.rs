@@ -7,13 +7,17 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 use uuid::Uuid;
 
-use super::guard::{Acquire, Due, Guard, GuardOptions, IfUnreachable, Keeper, LockLost, Seat};
+use super::guard::{
+    Acquire, Due, Guard, GuardOptions, IfUnreachable, Keeper, LockLost, Seat, Unanswered,
+};
 use super::process::{self, End, Outcome, EXIT_TIMED_OUT};
 use super::{http, ping_url, send, Ping, PingKind, Retry};
 
 /// How long a start ping may still take once the command is done.
 const START_GRACE: Duration = Duration::from_secs(1);
-/// Exit code for a target that is neither a URL nor a UUID, when not run.
+/// Exit code for a guarded run that was not started because it is wrong: a
+/// target that is neither a URL nor a UUID, or a server that refused the
+/// guard's call (an unknown check, a bad request).
 const EXIT_INVALID: i32 = 2;
 /// The variable that gives the command its lock token.
 pub const TOKEN_ENV: &str = "OVERDUE_LOCK_TOKEN";
@@ -73,8 +77,9 @@ pub async fn run(opts: &RunOptions, command: &[String]) -> i32 {
     };
     let start_url = match ping_url(&opts.target, &opts.server, &start) {
         Ok(u) => u,
-        Err(e) if opts.guard.guarded() && opts.guard.if_unreachable == IfUnreachable::Skip => {
-            eprintln!("overdue run: {e}; not running the command (--if-unreachable skip)");
+        // A typo, not an outage: whatever --if-unreachable says.
+        Err(e) if opts.guard.guarded() => {
+            eprintln!("overdue run: {e}; not running the command");
             return EXIT_INVALID;
         }
         Err(e) => {
@@ -159,12 +164,20 @@ async fn admit(guard: &Guard, opts: &GuardOptions, nonce: &str) -> Admit {
                 record_skip(guard, &reason).await;
                 return Admit::Skip(0);
             }
-            Err(e) => {
-                return if run_anyway(opts, "take the lock", &e, false) {
-                    Admit::Run(None)
+            Err(Unanswered::Refused(e)) => {
+                refused("take the lock", &e);
+                return Admit::Skip(EXIT_INVALID);
+            }
+            Err(Unanswered::Unreachable(e)) => {
+                // Under --once the slot may be done already: still ask.
+                let how = if opts.once {
+                    "going on without the lock"
                 } else {
-                    Admit::Skip(0)
+                    "running the command without the guard"
                 };
+                if !run_anyway(opts, "take the lock", &e, how) {
+                    return Admit::Skip(0);
+                }
             }
         }
     }
@@ -176,9 +189,18 @@ async fn admit(guard: &Guard, opts: &GuardOptions, nonce: &str) -> Admit {
                 give_back(guard, held).await;
                 return Admit::Skip(0);
             }
-            Err(e) => {
-                let what = "say whether the slot is due";
-                if !run_anyway(opts, what, &e, held.is_some()) {
+            Err(Unanswered::Refused(e)) => {
+                refused("say whether the slot is due", &e);
+                give_back(guard, held).await;
+                return Admit::Skip(EXIT_INVALID);
+            }
+            Err(Unanswered::Unreachable(e)) => {
+                let how = if held.is_some() {
+                    "running the command holding the lock"
+                } else {
+                    "running the command without the guard"
+                };
+                if !run_anyway(opts, "say whether the slot is due", &e, how) {
                     give_back(guard, held).await;
                     return Admit::Skip(0);
                 }
@@ -188,9 +210,9 @@ async fn admit(guard: &Guard, opts: &GuardOptions, nonce: &str) -> Admit {
     Admit::Run(held)
 }
 
-/// `--if-unreachable` when the server gave no answer: whether to run anyway
-/// (keeping a seat already taken). Says which, on stderr.
-fn run_anyway(opts: &GuardOptions, what: &str, error: &str, holding: bool) -> bool {
+/// `--if-unreachable` when the server gave no answer: whether to go on
+/// (`how`, said on stderr, as the decision is).
+fn run_anyway(opts: &GuardOptions, what: &str, error: &str, how: &str) -> bool {
     match opts.if_unreachable {
         IfUnreachable::Skip => {
             eprintln!(
@@ -199,17 +221,18 @@ fn run_anyway(opts: &GuardOptions, what: &str, error: &str, holding: bool) -> bo
             false
         }
         IfUnreachable::Run => {
-            let how = if holding {
-                "holding the lock"
-            } else {
-                "without the guard"
-            };
             eprintln!(
-                "overdue run: the server cannot {what} ({error}); running the command {how} (--if-unreachable run)"
+                "overdue run: the server cannot {what} ({error}); {how} (--if-unreachable run)"
             );
             true
         }
     }
+}
+
+/// A refusal is the invocation's own mistake (a wrong URL, key or UUID): it
+/// is said, and the command is not run, whatever `--if-unreachable` says.
+fn refused(what: &str, error: &str) {
+    eprintln!("overdue run: the server refused to {what}: {error}; not running the command");
 }
 
 async fn record_skip(guard: &Guard, reason: &str) {
