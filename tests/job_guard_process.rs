@@ -668,6 +668,26 @@ async fn an_acquire_whose_answer_was_lost_gets_its_own_seat_on_retry() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_lost_before_the_command_starts_is_a_skip() {
+    // The first renewal (at 300 ms) answers 409 while `due` takes 1.5 s.
+    let fake = Fake::start(seat(900), due(true, "due")).await;
+    fake.renewals(&[lost()]);
+    fake.set(|s| s.due_delay = Duration::from_millis(1500));
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let script = format!("touch {}", ran.display());
+    let url = fake.url();
+    let o = overdue(&["run", "--once", "--lock", &url, "--", "sh", "-c", &script]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(!ran.exists(), "the command ran");
+    let r = fake.requests();
+    let names = fake.endpoints();
+    assert_eq!(names, ["/lock", "/due", "/lock", "/skip"], "{r:?}");
+    assert_eq!(r[3].param("reason"), Some("lost the lock before starting"));
+    assert!(err(&o).contains("lost the lock"), "{}", err(&o));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ping_skip_sends_its_reason() {
     let fake = Fake::start(held(), due(true, "due")).await;
     let url = fake.url();

@@ -19,6 +19,8 @@ const START_GRACE: Duration = Duration::from_secs(1);
 /// target that is neither a URL nor a UUID, or a server that refused the
 /// guard's call (an unknown check, a bad request).
 const EXIT_INVALID: i32 = 2;
+/// The skip reason of a seat lost between taking it and starting the command.
+const LOST_BEFORE_START: &str = "lost the lock before starting";
 /// The variable that gives the command its lock token.
 pub const TOKEN_ENV: &str = "OVERDUE_LOCK_TOKEN";
 
@@ -206,6 +208,15 @@ async fn admit(guard: &Guard, opts: &GuardOptions, nonce: &str) -> Admit {
                 }
             }
         }
+    }
+    // The seat may have been lost while `due` was asked (a renewal got 409):
+    // the command must not start without it. As with a seat taken by
+    // another host, that is a skip.
+    if let Some(why) = held.as_ref().and_then(|h| h.keeper.lost()) {
+        eprintln!("overdue run: {why} before the command started; not running it");
+        record_skip(guard, LOST_BEFORE_START).await;
+        give_back(guard, held).await;
+        return Admit::Skip(0);
     }
     Admit::Run(held)
 }
