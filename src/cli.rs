@@ -55,6 +55,10 @@ pub enum Command {
     /// List, show, pause, resume or delete checks on a server.
     #[command(subcommand)]
     Checks(ChecksCommand),
+    /// Internal to `overdue run`: kills process group PGID once process
+    /// PARENT is gone (Linux).
+    #[command(name = crate::client::watcher::SUBCOMMAND, hide = true)]
+    WatchGroup { pgid: i32, parent: i32 },
 }
 
 /// Where a ping goes and how hard to try.
@@ -288,6 +292,7 @@ pub fn main() -> i32 {
         Command::Ping(args) => client_runtime(ping(args)),
         Command::Run(args) => client_runtime(run(args)),
         Command::Checks(cmd) => client_runtime(checks(cmd)),
+        Command::WatchGroup { pgid, parent } => crate::client::watcher::watch(pgid, parent),
         Command::Serve | Command::Migrate => server(
             cli.config.as_deref(),
             cli.log_format.as_deref(),
@@ -717,6 +722,22 @@ mod tests {
                 "h"
             )
         );
+    }
+
+    #[test]
+    fn the_group_watcher_is_a_hidden_subcommand() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("run"), "{help}");
+        assert!(!help.contains("__watch"), "{help}");
+        let cli = Cli::try_parse_from(["overdue", "__watch-group", "1234", "99"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::WatchGroup {
+                pgid: 1234,
+                parent: 99
+            }
+        ));
     }
 
     #[test]

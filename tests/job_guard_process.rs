@@ -783,6 +783,87 @@ async fn a_killed_guard_leaves_no_command_running() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_guard_leaves_no_grandchild_running() {
+    // A script's foreground step (pg_dump, rsync): the outer shell waits for
+    // the inner one (`; true` keeps it from exec-ing it), which becomes
+    // `sleep`. Only the outer shell has the parent-death signal.
+    let url = closed_url();
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("inner.pid");
+    let script = format!(
+        "sh -c 'echo $$ > {}; exec sleep 300'; true",
+        pidfile.display()
+    );
+    let mut guard = overdue_command(&[
+        "run",
+        "--if-unreachable",
+        "run",
+        UUID,
+        "--url",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .spawn()
+    .unwrap();
+    let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
+    assert!(running(pid));
+    guard.kill().await.unwrap(); // SIGKILL: no chance to clean up
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while running(pid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let survived = running(pid);
+    if survived {
+        // SAFETY: kill(2) on the test's own leftover.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(
+        !survived,
+        "the command's child outlived overdue run (kill -9)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_command_leaves_behind_when_it_ends_is_not_killed() {
+    // Only a guard that dies takes the command's group with it; a command
+    // that ended on its own may leave a daemon behind, as without the guard.
+    let url = closed_url();
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("bg.pid");
+    let script = format!(
+        "sleep 300 >/dev/null 2>&1 & echo $! > {}",
+        pidfile.display()
+    );
+    let o = overdue(&[
+        "run",
+        "--if-unreachable",
+        "run",
+        UUID,
+        "--url",
+        &url,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
+    // Long enough for a watcher left behind to act on overdue run's exit.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let alive = running(pid);
+    // SAFETY: kill(2) on the test's own leftover.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert!(
+        alive,
+        "the background process was killed after a normal end"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signals_to_overdue_run_reach_the_command() {
     let url = closed_url();
     let dir = tempfile::tempdir().unwrap();

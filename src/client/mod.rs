@@ -13,6 +13,7 @@ use uuid::Uuid;
 pub mod guard; // the job guard's calls (due, lock, renew, unlock, skip) and their rules
 pub mod process; // the command `overdue run` wraps: output, timeout, stop, signals, parent death
 pub mod run; // `overdue run`: the guard, the command and its pings, in order
+pub mod watcher; // kills the command's process group when `overdue run` dies (hidden `__watch-group`)
 
 pub use process::{items_in, Tail};
 pub use run::{run, RunOptions};

@@ -1,6 +1,7 @@
 //! The command `overdue run` wraps: its output passed through and kept for
 //! the ping, a time limit, a stop on request (a lost lock), the signals
-//! `overdue run` receives passed on, and a command that dies with it.
+//! `overdue run` receives passed on, and a command that dies with it (its
+//! whole process group, by a [`Watcher`]).
 //!
 //! Time here is tokio's monotonic clock only: a wall-clock step neither
 //! shortens nor extends a run.
@@ -12,6 +13,8 @@ use std::time::Duration;
 use regex::Regex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
+
+use super::watcher::Watcher;
 
 /// Exit code of a run stopped by `--timeout` (as coreutils' `timeout`).
 pub const EXIT_TIMED_OUT: i32 = 124;
@@ -81,6 +84,10 @@ pub struct Command<'a> {
     /// a terminal ([`stdin_is_terminal`]): a command outside the terminal's
     /// foreground group is stopped when it reads from it.
     pub own_group: bool,
+    /// With `own_group`, start a [`Watcher`] that kills the whole group if
+    /// `overdue run` dies (the parent-death signal reaches only the command
+    /// itself). It re-executes this binary: never from unit tests.
+    pub watch_group: bool,
     /// Pass on the signals `overdue run` gets. Once on, tokio keeps the
     /// handlers for the life of the process.
     pub forward_signals: bool,
@@ -166,6 +173,11 @@ pub async fn run_command(cmd: Command<'_>, stop: impl Future<Output = String>) -
         .unwrap_or(0);
     // Where stops and passed-on signals go: the command's group, or the command.
     let target = if own_group { -pid } else { pid };
+    let watcher = if own_group && cmd.watch_group {
+        Watcher::start(pid)
+    } else {
+        None
+    };
 
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
     let pumps: Vec<_> = [
@@ -248,6 +260,11 @@ pub async fn run_command(cmd: Command<'_>, stop: impl Future<Output = String>) -
             task.abort();
         }
         let _ = task.await;
+    }
+    // The command ended (or was stopped and killed): `overdue run` lives on
+    // to report it, and the group is no longer the watcher's business.
+    if let Some(watcher) = watcher {
+        watcher.stop().await;
     }
     let items = lines.finish();
     let code = match status {
@@ -445,6 +462,7 @@ mod tests {
             timeout: None,
             kill_grace: Duration::from_secs(10),
             own_group: true,
+            watch_group: false,
             forward_signals: false,
         }
     }

@@ -279,6 +279,7 @@ fn spec<'a>(
         timeout: opts.timeout,
         kill_grace: opts.kill_grace,
         own_group: !process::stdin_is_terminal(),
+        watch_group: true,
         forward_signals: true,
     }
 }
