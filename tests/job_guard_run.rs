@@ -462,3 +462,41 @@ both_backends!(
         s.stop().await;
     }
 );
+
+both_backends!(overdue_ping_skip_records_a_reason, |backend| async move {
+    let s = TestServer::start(backend, "").await;
+    let c = s
+        .create_check(json!({"slug": "manual", "interval": "1h"}))
+        .await;
+    let uuid = c["uuid"].as_str().unwrap().to_string();
+    let out = tokio::task::spawn_blocking({
+        let url = ping_url(&s, &uuid);
+        move || {
+            Command::new(env!("CARGO_BIN_EXE_overdue"))
+                .args(["ping", &url, "--skip", "maintenance: disk swap"])
+                .env_remove("OVERDUE_URL")
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = pings(&s, &uuid).await;
+    assert_eq!(skip_reasons(&log), ["maintenance: disk swap"]);
+    let m = s
+        .client
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(m.contains("overdue_skips_total{reason=\"other\"} 1"), "{m}");
+    s.stop().await;
+});
