@@ -886,6 +886,7 @@ async fn list_channels(State(state): State<AppState>, _: V3Write) -> Json<Value>
                 "name": r.name,
                 "kind": match r.kind() {
                     "alertmanager" => "webhook",
+                    "pagerduty" => "pd",
                     k => k,
                 },
             })

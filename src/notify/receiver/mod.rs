@@ -1,4 +1,5 @@
-//! Receivers: where notifications go (email, webhook, slack, alertmanager).
+//! Receivers: where notifications go (email, webhook, slack, alertmanager,
+//! pagerduty, opsgenie).
 //!
 //! A [`ReceiverInput`] is one `[[receivers]]` table of the config file; it is
 //! validated once into a [`Receiver`] (templates compiled, secret files read,
@@ -10,6 +11,8 @@ mod alertmanager; // pushes alerts into an Alertmanager
 mod email; // SMTP mail, text and HTML
 pub mod guard; // webhook allow and deny lists
 mod http; // the HTTP client side shared by HTTP receivers: errors, retries, signatures
+mod opsgenie; // Opsgenie's Alert API: create by alias, close by alias
+mod pagerduty; // PagerDuty's Events API v2: trigger and resolve by dedup_key
 mod slack; // Slack-compatible incoming webhooks
 mod template; // minijinja templates for bodies
 mod webhook; // Alertmanager-format webhooks
@@ -44,6 +47,8 @@ pub enum ReceiverInput {
     Webhook(WebhookInput),
     Slack(SlackInput),
     Alertmanager(AlertmanagerInput),
+    Pagerduty(PagerdutyInput),
+    Opsgenie(OpsgenieInput),
 }
 
 impl ReceiverInput {
@@ -59,6 +64,8 @@ impl ReceiverInput {
             ReceiverInput::Webhook(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
             ReceiverInput::Slack(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
             ReceiverInput::Alertmanager(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
+            ReceiverInput::Pagerduty(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
+            ReceiverInput::Opsgenie(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
         }
     }
 }
@@ -169,6 +176,60 @@ pub struct AlertmanagerInput {
     pub refresh_interval: Option<String>,
 }
 
+/// `type = "pagerduty"`: PagerDuty's Events API v2.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PagerdutyInput {
+    pub name: String,
+    #[serde(default = "yes")]
+    pub send_resolved: bool,
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// The integration's routing key (a credential).
+    #[serde(default, deserialize_with = "secret")]
+    pub routing_key: Option<Secret>,
+    #[serde(default)]
+    pub routing_key_file: Option<PathBuf>,
+    /// `critical` (the default), `error`, `warning` or `info`.
+    #[serde(default)]
+    pub severity: Option<String>,
+    /// Default `https://events.pagerduty.com/v2/enqueue`.
+    #[serde(default)]
+    pub url: Option<UrlInput>,
+    #[serde(default)]
+    pub headers: HeadersInput,
+    /// The event's `payload.summary` (default: the subject line).
+    #[serde(default)]
+    pub summary_template: Option<String>,
+}
+
+/// `type = "opsgenie"`: Opsgenie's Alert API.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpsgenieInput {
+    pub name: String,
+    #[serde(default = "yes")]
+    pub send_resolved: bool,
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// An API integration's key (a credential).
+    #[serde(default, deserialize_with = "secret")]
+    pub api_key: Option<Secret>,
+    #[serde(default)]
+    pub api_key_file: Option<PathBuf>,
+    /// `P1` … `P5`, default `P3`.
+    #[serde(default)]
+    pub priority: Option<String>,
+    /// Default `https://api.opsgenie.com`; EU instances set theirs.
+    #[serde(default)]
+    pub url: Option<UrlInput>,
+    #[serde(default)]
+    pub headers: HeadersInput,
+    /// The alert's `message` (default: the subject line), cut to 130 characters.
+    #[serde(default)]
+    pub message_template: Option<String>,
+}
+
 /// A URL from the config; its `Debug` hides credentials and the query.
 #[derive(Clone, Deserialize)]
 #[serde(transparent)]
@@ -218,6 +279,8 @@ enum Kind {
     Webhook(webhook::Webhook),
     Slack(slack::Slack),
     Alertmanager(alertmanager::Alertmanager),
+    PagerDuty(pagerduty::PagerDuty),
+    Opsgenie(opsgenie::Opsgenie),
 }
 
 impl Kind {
@@ -228,6 +291,8 @@ impl Kind {
             Kind::Webhook(w) => w.target(),
             Kind::Slack(s) => s.target(),
             Kind::Alertmanager(a) => a.target(),
+            Kind::PagerDuty(p) => p.target(),
+            Kind::Opsgenie(o) => o.target(),
         }
     }
 }
@@ -380,6 +445,12 @@ impl Receiver {
             ReceiverInput::Alertmanager(i) => {
                 alertmanager::Alertmanager::build(i, &mut errors).map(Kind::Alertmanager)
             }
+            ReceiverInput::Pagerduty(i) => {
+                pagerduty::PagerDuty::build(i, &mut errors).map(Kind::PagerDuty)
+            }
+            ReceiverInput::Opsgenie(i) => {
+                opsgenie::Opsgenie::build(i, &mut errors).map(Kind::Opsgenie)
+            }
         };
         match (kind, timeout) {
             (Some(kind), Some(timeout)) if errors.is_empty() => Ok(Receiver {
@@ -393,13 +464,15 @@ impl Receiver {
         }
     }
 
-    /// `email`, `webhook`, `slack` or `alertmanager`.
+    /// `email`, `webhook`, `slack`, `alertmanager`, `pagerduty` or `opsgenie`.
     pub fn kind(&self) -> &'static str {
         match &*self.kind {
             Kind::Email(_) => "email",
             Kind::Webhook(_) => "webhook",
             Kind::Slack(_) => "slack",
             Kind::Alertmanager(_) => "alertmanager",
+            Kind::PagerDuty(_) => "pagerduty",
+            Kind::Opsgenie(_) => "opsgenie",
         }
     }
 
@@ -426,6 +499,8 @@ impl Receiver {
                 Kind::Webhook(w) => w.send(ctx, message).await,
                 Kind::Slack(s) => s.send(ctx, message).await,
                 Kind::Alertmanager(a) => a.send(ctx, message).await,
+                Kind::PagerDuty(p) => p.send(ctx, message).await,
+                Kind::Opsgenie(o) => o.send(ctx, message).await,
             }
         };
         match tokio::time::timeout(self.timeout, attempt).await {
@@ -560,6 +635,39 @@ mod tests {
         ] {
             assert!(e.iter().any(|m| m.starts_with(field)), "{field} in {e:?}");
         }
+    }
+
+    #[test]
+    fn pagers_name_every_missing_or_bad_key() {
+        let e = errors("name = \"p\"\ntype = \"pagerduty\"\nseverity = \"loud\"");
+        assert!(
+            e.iter().any(|m| m.starts_with("routing_key: required")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter().any(|m| m.starts_with("severity: \"loud\"")),
+            "{e:?}"
+        );
+        let e = errors("name = \"o\"\ntype = \"opsgenie\"\npriority = \"P9\"\nurl = \"ftp://x\"");
+        assert!(
+            e.iter().any(|m| m.starts_with("api_key: required")),
+            "{e:?}"
+        );
+        assert!(e.iter().any(|m| m.starts_with("priority: \"P9\"")), "{e:?}");
+        assert!(e.iter().any(|m| m.starts_with("url:")), "{e:?}");
+        let r = Receiver::from_input(input(
+            "name = \"p\"\ntype = \"pagerduty\"\nrouting_key = \"rk-secret\"",
+        ))
+        .unwrap();
+        assert_eq!(r.kind(), "pagerduty");
+        assert_eq!(r.target(), "https://events.pagerduty.com/v2/enqueue");
+        assert!(!format!("{r:?}").contains("rk-secret"));
+        let r = Receiver::from_input(input(
+            "name = \"o\"\ntype = \"opsgenie\"\napi_key = \"genie-secret\"",
+        ))
+        .unwrap();
+        assert_eq!(r.kind(), "opsgenie");
+        assert!(!format!("{r:?}").contains("genie-secret"));
     }
 
     #[test]
