@@ -255,6 +255,19 @@ name = "am"
 type = "alertmanager"
 url = "{am}"
 
+[[receivers]]
+name = "pager"
+type = "pagerduty"
+routing_key = "rk"
+url = "{pager}"
+
+[[receivers]]
+name = "bot"
+type = "telegram"
+bot_token = "1:tok"
+chat_id = "1"
+url = "{am}"
+
 [route]
 receiver = "literal"
 group_wait = "100ms"
@@ -262,6 +275,8 @@ routes = [
   {{ matchers = ['team="data"'], receiver = "literal", continue = true }},
   {{ matchers = ['team="data"'], receiver = "named", continue = true }},
   {{ matchers = ['team="data"'], receiver = "slack", continue = true }},
+  {{ matchers = ['team="data"'], receiver = "pager", continue = true }},
+  {{ matchers = ['team="data"'], receiver = "bot", continue = true }},
   {{ matchers = ['team="data"'], receiver = "am" }},
 ]
 
@@ -272,10 +287,11 @@ max_attempts = 3
         literal = hook.url("/literal"),
         slack = hook.url("/services/T0/B0/x"),
         am = hook.url(""),
+        pager = hook.url("/v2/enqueue"),
     );
     let server = TestServer::start(Backend::Sqlite, &toml).await;
     fail_a_check(&server).await;
-    let dead = notifications_until(&server, "?state=dead", |l| l.len() == 4).await;
+    let dead = notifications_until(&server, "?state=dead", |l| l.len() == 6).await;
     for n in &dead {
         let receiver = n["receiver"].as_str().unwrap();
         let error = n["last_error"].as_str().unwrap();

@@ -850,6 +850,15 @@ mod tests {
         "slackpath-c0ffee",
         "metrics-c0ffee",
         "dashpass-c0ffee",
+        "routingkey-c0ffee",
+        "geniekey-c0ffee",
+        "bottoken-c0ffee",
+        "ntfytoken-c0ffee",
+        "pushtoken-c0ffee",
+        "pushuser-c0ffee",
+        "gotifytoken-c0ffee",
+        "discordpath-c0ffee",
+        "teamssig-c0ffee",
     ];
 
     const TOML: &str = r#"
@@ -874,6 +883,50 @@ headers = { Authorization = "Bearer headerval-c0ffee" }
 name = "slack"
 type = "slack"
 url = "http://127.0.0.1:9/services/slackpath-c0ffee"
+
+[[receivers]]
+name = "pd"
+type = "pagerduty"
+routing_key = "routingkey-c0ffee"
+
+[[receivers]]
+name = "genie"
+type = "opsgenie"
+api_key = "geniekey-c0ffee"
+
+[[receivers]]
+name = "bot"
+type = "telegram"
+bot_token = "1:bottoken-c0ffee"
+chat_id = "@ops"
+
+[[receivers]]
+name = "topic"
+type = "ntfy"
+url = "https://ntfy.example.com/ops"
+token = "ntfytoken-c0ffee"
+
+[[receivers]]
+name = "push"
+type = "pushover"
+token = "pushtoken-c0ffee"
+user_key = "pushuser-c0ffee"
+
+[[receivers]]
+name = "gotify"
+type = "gotify"
+url = "https://gotify.example.com"
+token = "gotifytoken-c0ffee"
+
+[[receivers]]
+name = "discord"
+type = "discord"
+url = "https://discord.com/api/webhooks/1/discordpath-c0ffee"
+
+[[receivers]]
+name = "teams"
+type = "msteams"
+url = "https://example.webhook.office.com/workflows/x?sig=teamssig-c0ffee"
 
 [route]
 receiver = "mail"

@@ -479,7 +479,8 @@ struct SilenceInputDoc {
 #[allow(dead_code)]
 struct ReceiverDoc {
     name: String,
-    /// `email`, `webhook`, `slack` or `alertmanager`.
+    /// `email`, `webhook`, `slack`, `alertmanager`, `pagerduty`, `opsgenie`,
+    /// `msteams`, `discord`, `telegram`, `ntfy`, `pushover` or `gotify`.
     #[schema(rename = "type")]
     kind: String,
     send_resolved: bool,

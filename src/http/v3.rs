@@ -511,13 +511,12 @@ fn parse_spec(body: &[u8]) -> Result<V3Spec, V3Error> {
         methods: string("methods")?,
         max_instances: match m.get("max_instances") {
             None => None,
-            Some(Value::Number(n)) => Some(
-                n.as_u64()
+            Some(v) => Some(
+                v.as_u64()
                     .and_then(|v| u32::try_from(v).ok())
                     .filter(|v| (1..=crate::domain::check::MAX_INSTANCES).contains(v))
-                    .ok_or_else(|| err("max_instances", "is out of range (1 to 1000)"))?,
+                    .ok_or_else(|| err("max_instances", "is not a number from 1 to 1000"))?,
             ),
-            Some(_) => return Err(err("max_instances", "is not a number")),
         },
         ..V3Spec::default()
     };
@@ -887,6 +886,7 @@ async fn list_channels(State(state): State<AppState>, _: V3Write) -> Json<Value>
                 "kind": match r.kind() {
                     "alertmanager" => "webhook",
                     "pagerduty" => "pd",
+                    "pushover" => "po",
                     k => k,
                 },
             })

@@ -1,5 +1,5 @@
 //! Receivers: where notifications go (email, webhook, slack, alertmanager,
-//! pagerduty, opsgenie).
+//! pagerduty, opsgenie, msteams, discord, telegram, ntfy, pushover, gotify).
 //!
 //! A [`ReceiverInput`] is one `[[receivers]]` table of the config file; it is
 //! validated once into a [`Receiver`] (templates compiled, secret files read,
@@ -8,12 +8,20 @@
 //! can help ([`SendError`]).
 
 mod alertmanager; // pushes alerts into an Alertmanager
+mod chat; // the text chat and push receivers send, escaped and cut to each limit
+mod discord; // Discord webhooks
 mod email; // SMTP mail, text and HTML
+mod gotify; // Gotify servers
 pub mod guard; // webhook allow and deny lists
 mod http; // the HTTP client side shared by HTTP receivers: errors, retries, signatures
+mod inputs; // the config tables of the on-call and chat receivers
+mod msteams; // Microsoft Teams: a message with an Adaptive Card
+mod ntfy; // ntfy topics, with RFC 2047 headers
 mod opsgenie; // Opsgenie's Alert API: create by alias, close by alias
 mod pagerduty; // PagerDuty's Events API v2: trigger and resolve by dedup_key
+mod pushover; // Pushover's message API
 mod slack; // Slack-compatible incoming webhooks
+mod telegram; // a Telegram bot's sendMessage, in HTML
 mod template; // minijinja templates for bodies
 mod webhook; // Alertmanager-format webhooks
 
@@ -30,6 +38,10 @@ use crate::settings::{parse_duration, read_secret_file, Secret};
 
 pub use guard::TargetPolicy;
 pub use http::parse_retry_after;
+pub use inputs::{
+    DiscordInput, GotifyInput, MsteamsInput, NtfyInput, OpsgenieInput, PagerdutyInput,
+    PushoverInput, TelegramInput,
+};
 pub use template::default_subject;
 pub use webhook::signature;
 
@@ -49,6 +61,12 @@ pub enum ReceiverInput {
     Alertmanager(AlertmanagerInput),
     Pagerduty(PagerdutyInput),
     Opsgenie(OpsgenieInput),
+    Msteams(MsteamsInput),
+    Discord(DiscordInput),
+    Telegram(TelegramInput),
+    Ntfy(NtfyInput),
+    Pushover(PushoverInput),
+    Gotify(GotifyInput),
 }
 
 impl ReceiverInput {
@@ -66,6 +84,12 @@ impl ReceiverInput {
             ReceiverInput::Alertmanager(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
             ReceiverInput::Pagerduty(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
             ReceiverInput::Opsgenie(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
+            ReceiverInput::Msteams(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
+            ReceiverInput::Discord(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
+            ReceiverInput::Telegram(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
+            ReceiverInput::Ntfy(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
+            ReceiverInput::Pushover(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
+            ReceiverInput::Gotify(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
         }
     }
 }
@@ -176,60 +200,6 @@ pub struct AlertmanagerInput {
     pub refresh_interval: Option<String>,
 }
 
-/// `type = "pagerduty"`: PagerDuty's Events API v2.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PagerdutyInput {
-    pub name: String,
-    #[serde(default = "yes")]
-    pub send_resolved: bool,
-    #[serde(default)]
-    pub timeout: Option<String>,
-    /// The integration's routing key (a credential).
-    #[serde(default, deserialize_with = "secret")]
-    pub routing_key: Option<Secret>,
-    #[serde(default)]
-    pub routing_key_file: Option<PathBuf>,
-    /// `critical` (the default), `error`, `warning` or `info`.
-    #[serde(default)]
-    pub severity: Option<String>,
-    /// Default `https://events.pagerduty.com/v2/enqueue`.
-    #[serde(default)]
-    pub url: Option<UrlInput>,
-    #[serde(default)]
-    pub headers: HeadersInput,
-    /// The event's `payload.summary` (default: the subject line).
-    #[serde(default)]
-    pub summary_template: Option<String>,
-}
-
-/// `type = "opsgenie"`: Opsgenie's Alert API.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OpsgenieInput {
-    pub name: String,
-    #[serde(default = "yes")]
-    pub send_resolved: bool,
-    #[serde(default)]
-    pub timeout: Option<String>,
-    /// An API integration's key (a credential).
-    #[serde(default, deserialize_with = "secret")]
-    pub api_key: Option<Secret>,
-    #[serde(default)]
-    pub api_key_file: Option<PathBuf>,
-    /// `P1` … `P5`, default `P3`.
-    #[serde(default)]
-    pub priority: Option<String>,
-    /// Default `https://api.opsgenie.com`; EU instances set theirs.
-    #[serde(default)]
-    pub url: Option<UrlInput>,
-    #[serde(default)]
-    pub headers: HeadersInput,
-    /// The alert's `message` (default: the subject line), cut to 130 characters.
-    #[serde(default)]
-    pub message_template: Option<String>,
-}
-
 /// A URL from the config; its `Debug` hides credentials and the query.
 #[derive(Clone, Deserialize)]
 #[serde(transparent)]
@@ -281,6 +251,12 @@ enum Kind {
     Alertmanager(alertmanager::Alertmanager),
     PagerDuty(pagerduty::PagerDuty),
     Opsgenie(opsgenie::Opsgenie),
+    Teams(msteams::Teams),
+    Discord(discord::Discord),
+    Telegram(telegram::Telegram),
+    Ntfy(ntfy::Ntfy),
+    Pushover(pushover::Pushover),
+    Gotify(gotify::Gotify),
 }
 
 impl Kind {
@@ -293,6 +269,12 @@ impl Kind {
             Kind::Alertmanager(a) => a.target(),
             Kind::PagerDuty(p) => p.target(),
             Kind::Opsgenie(o) => o.target(),
+            Kind::Teams(t) => t.target(),
+            Kind::Discord(d) => d.target(),
+            Kind::Telegram(t) => t.target(),
+            Kind::Ntfy(n) => n.target(),
+            Kind::Pushover(p) => p.target(),
+            Kind::Gotify(g) => g.target(),
         }
     }
 }
@@ -451,6 +433,16 @@ impl Receiver {
             ReceiverInput::Opsgenie(i) => {
                 opsgenie::Opsgenie::build(i, &mut errors).map(Kind::Opsgenie)
             }
+            ReceiverInput::Msteams(i) => msteams::Teams::build(i, &mut errors).map(Kind::Teams),
+            ReceiverInput::Discord(i) => discord::Discord::build(i, &mut errors).map(Kind::Discord),
+            ReceiverInput::Telegram(i) => {
+                telegram::Telegram::build(i, &mut errors).map(Kind::Telegram)
+            }
+            ReceiverInput::Ntfy(i) => ntfy::Ntfy::build(i, &mut errors).map(Kind::Ntfy),
+            ReceiverInput::Pushover(i) => {
+                pushover::Pushover::build(i, &mut errors).map(Kind::Pushover)
+            }
+            ReceiverInput::Gotify(i) => gotify::Gotify::build(i, &mut errors).map(Kind::Gotify),
         };
         match (kind, timeout) {
             (Some(kind), Some(timeout)) if errors.is_empty() => Ok(Receiver {
@@ -464,7 +456,8 @@ impl Receiver {
         }
     }
 
-    /// `email`, `webhook`, `slack`, `alertmanager`, `pagerduty` or `opsgenie`.
+    /// The `type`: `email`, `webhook`, `slack`, `alertmanager`, `pagerduty`,
+    /// `opsgenie`, `msteams`, `discord`, `telegram`, `ntfy`, `pushover`, `gotify`.
     pub fn kind(&self) -> &'static str {
         match &*self.kind {
             Kind::Email(_) => "email",
@@ -473,6 +466,12 @@ impl Receiver {
             Kind::Alertmanager(_) => "alertmanager",
             Kind::PagerDuty(_) => "pagerduty",
             Kind::Opsgenie(_) => "opsgenie",
+            Kind::Teams(_) => "msteams",
+            Kind::Discord(_) => "discord",
+            Kind::Telegram(_) => "telegram",
+            Kind::Ntfy(_) => "ntfy",
+            Kind::Pushover(_) => "pushover",
+            Kind::Gotify(_) => "gotify",
         }
     }
 
@@ -501,6 +500,12 @@ impl Receiver {
                 Kind::Alertmanager(a) => a.send(ctx, message).await,
                 Kind::PagerDuty(p) => p.send(ctx, message).await,
                 Kind::Opsgenie(o) => o.send(ctx, message).await,
+                Kind::Teams(t) => t.send(ctx, message).await,
+                Kind::Discord(d) => d.send(ctx, message).await,
+                Kind::Telegram(t) => t.send(ctx, message).await,
+                Kind::Ntfy(n) => n.send(ctx, message).await,
+                Kind::Pushover(p) => p.send(ctx, message).await,
+                Kind::Gotify(g) => g.send(ctx, message).await,
             }
         };
         match tokio::time::timeout(self.timeout, attempt).await {
