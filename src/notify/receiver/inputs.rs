@@ -216,3 +216,21 @@ pub struct GotifyInput {
     #[serde(default)]
     pub text_template: Option<String>,
 }
+
+/// `type = "command"`: a program run for each notification.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandInput {
+    pub name: String,
+    #[serde(default = "yes")]
+    pub send_resolved: bool,
+    /// Past this the program is killed and the attempt retried.
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// The program and its arguments; no shell is involved.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// `OVERDUE_TEXT` (default: the subject and a line per alert).
+    #[serde(default)]
+    pub text_template: Option<String>,
+}

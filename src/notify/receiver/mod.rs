@@ -1,5 +1,6 @@
 //! Receivers: where notifications go (email, webhook, slack, alertmanager,
-//! pagerduty, opsgenie, msteams, discord, telegram, ntfy, pushover, gotify).
+//! pagerduty, opsgenie, msteams, discord, telegram, ntfy, pushover, gotify,
+//! command).
 //!
 //! A [`ReceiverInput`] is one `[[receivers]]` table of the config file; it is
 //! validated once into a [`Receiver`] (templates compiled, secret files read,
@@ -9,6 +10,7 @@
 
 mod alertmanager; // pushes alerts into an Alertmanager
 mod chat; // the text chat and push receivers send, escaped and cut to each limit
+mod command; // a program run per notification (Apprise and the rest)
 mod discord; // Discord webhooks
 mod email; // SMTP mail, text and HTML
 mod gotify; // Gotify servers
@@ -39,8 +41,8 @@ use crate::settings::{parse_duration, read_secret_file, Secret};
 pub use guard::TargetPolicy;
 pub use http::parse_retry_after;
 pub use inputs::{
-    DiscordInput, GotifyInput, MsteamsInput, NtfyInput, OpsgenieInput, PagerdutyInput,
-    PushoverInput, TelegramInput,
+    CommandInput, DiscordInput, GotifyInput, MsteamsInput, NtfyInput, OpsgenieInput,
+    PagerdutyInput, PushoverInput, TelegramInput,
 };
 pub use template::default_subject;
 pub use webhook::signature;
@@ -67,6 +69,7 @@ pub enum ReceiverInput {
     Ntfy(NtfyInput),
     Pushover(PushoverInput),
     Gotify(GotifyInput),
+    Command(CommandInput),
 }
 
 impl ReceiverInput {
@@ -90,6 +93,7 @@ impl ReceiverInput {
             ReceiverInput::Ntfy(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
             ReceiverInput::Pushover(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
             ReceiverInput::Gotify(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
+            ReceiverInput::Command(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
         }
     }
 }
@@ -257,6 +261,7 @@ enum Kind {
     Ntfy(ntfy::Ntfy),
     Pushover(pushover::Pushover),
     Gotify(gotify::Gotify),
+    Command(command::Command),
 }
 
 impl Kind {
@@ -275,6 +280,7 @@ impl Kind {
             Kind::Ntfy(n) => n.target(),
             Kind::Pushover(p) => p.target(),
             Kind::Gotify(g) => g.target(),
+            Kind::Command(c) => c.target(),
         }
     }
 }
@@ -443,6 +449,7 @@ impl Receiver {
                 pushover::Pushover::build(i, &mut errors).map(Kind::Pushover)
             }
             ReceiverInput::Gotify(i) => gotify::Gotify::build(i, &mut errors).map(Kind::Gotify),
+            ReceiverInput::Command(i) => command::Command::build(i, &mut errors).map(Kind::Command),
         };
         match (kind, timeout) {
             (Some(kind), Some(timeout)) if errors.is_empty() => Ok(Receiver {
@@ -457,7 +464,8 @@ impl Receiver {
     }
 
     /// The `type`: `email`, `webhook`, `slack`, `alertmanager`, `pagerduty`,
-    /// `opsgenie`, `msteams`, `discord`, `telegram`, `ntfy`, `pushover`, `gotify`.
+    /// `opsgenie`, `msteams`, `discord`, `telegram`, `ntfy`, `pushover`,
+    /// `gotify`, `command`.
     pub fn kind(&self) -> &'static str {
         match &*self.kind {
             Kind::Email(_) => "email",
@@ -472,6 +480,7 @@ impl Receiver {
             Kind::Ntfy(_) => "ntfy",
             Kind::Pushover(_) => "pushover",
             Kind::Gotify(_) => "gotify",
+            Kind::Command(_) => "command",
         }
     }
 
@@ -506,6 +515,7 @@ impl Receiver {
                 Kind::Ntfy(n) => n.send(ctx, message).await,
                 Kind::Pushover(p) => p.send(ctx, message).await,
                 Kind::Gotify(g) => g.send(ctx, message).await,
+                Kind::Command(c) => c.send(message).await,
             }
         };
         match tokio::time::timeout(self.timeout, attempt).await {
