@@ -104,12 +104,24 @@ pub(super) async fn post(
     headers: HeaderMap,
     body: Vec<u8>,
 ) -> Result<(), SendError> {
+    send(ctx, reqwest::Method::POST, url, shown, headers, body).await
+}
+
+/// [`post`] with another method (Matrix sends with PUT).
+pub(super) async fn send(
+    ctx: &SendContext,
+    method: reqwest::Method,
+    url: &Url,
+    shown: &str,
+    headers: HeaderMap,
+    body: Vec<u8>,
+) -> Result<(), SendError> {
     ctx.policy
         .check_url(url)
         .map_err(|d| SendError::Permanent(format!("cannot deliver to {shown}: {d}")))?;
     let response = ctx
         .http
-        .post(url.clone())
+        .request(method, url.clone())
         .headers(headers)
         .body(body)
         .send()

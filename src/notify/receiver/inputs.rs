@@ -234,3 +234,29 @@ pub struct CommandInput {
     #[serde(default)]
     pub text_template: Option<String>,
 }
+
+/// `type = "matrix"`: a message in a Matrix room.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatrixInput {
+    pub name: String,
+    #[serde(default = "yes")]
+    pub send_resolved: bool,
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// The homeserver's base URL, e.g. `https://matrix.example.org`.
+    pub homeserver: UrlInput,
+    /// The room's id (`!abcdef:example.org`, or `!abcdef` in room version
+    /// 12 and later); the account must have joined it.
+    pub room_id: String,
+    /// The account's access token (`Authorization: Bearer`).
+    #[serde(default, deserialize_with = "secret")]
+    pub access_token: Option<Secret>,
+    #[serde(default)]
+    pub access_token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub headers: HeadersInput,
+    /// The message's plain `body` (default: the subject and a line per alert).
+    #[serde(default)]
+    pub text_template: Option<String>,
+}

@@ -1,6 +1,6 @@
 //! Receivers: where notifications go (email, webhook, slack, alertmanager,
 //! pagerduty, opsgenie, msteams, discord, telegram, ntfy, pushover, gotify,
-//! command).
+//! matrix, command).
 //!
 //! A [`ReceiverInput`] is one `[[receivers]]` table of the config file; it is
 //! validated once into a [`Receiver`] (templates compiled, secret files read,
@@ -17,6 +17,7 @@ mod gotify; // Gotify servers
 pub mod guard; // webhook allow and deny lists
 mod http; // the HTTP client side shared by HTTP receivers: errors, retries, signatures
 mod inputs; // the config tables of the on-call and chat receivers
+mod matrix; // a Matrix room, through the client-server API
 mod msteams; // Microsoft Teams: a message with an Adaptive Card
 mod ntfy; // ntfy topics, with RFC 2047 headers
 mod opsgenie; // Opsgenie's Alert API: create by alias, close by alias
@@ -41,7 +42,7 @@ use crate::settings::{parse_duration, read_secret_file, Secret};
 pub use guard::TargetPolicy;
 pub use http::parse_retry_after;
 pub use inputs::{
-    CommandInput, DiscordInput, GotifyInput, MsteamsInput, NtfyInput, OpsgenieInput,
+    CommandInput, DiscordInput, GotifyInput, MatrixInput, MsteamsInput, NtfyInput, OpsgenieInput,
     PagerdutyInput, PushoverInput, TelegramInput,
 };
 pub use template::default_subject;
@@ -69,6 +70,7 @@ pub enum ReceiverInput {
     Ntfy(NtfyInput),
     Pushover(PushoverInput),
     Gotify(GotifyInput),
+    Matrix(MatrixInput),
     Command(CommandInput),
 }
 
@@ -93,6 +95,7 @@ impl ReceiverInput {
             ReceiverInput::Ntfy(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
             ReceiverInput::Pushover(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
             ReceiverInput::Gotify(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
+            ReceiverInput::Matrix(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
             ReceiverInput::Command(i) => (&i.name, i.send_resolved, i.timeout.as_deref()),
         }
     }
@@ -261,6 +264,7 @@ enum Kind {
     Ntfy(ntfy::Ntfy),
     Pushover(pushover::Pushover),
     Gotify(gotify::Gotify),
+    Matrix(matrix::Matrix),
     Command(command::Command),
 }
 
@@ -280,6 +284,7 @@ impl Kind {
             Kind::Ntfy(n) => n.target(),
             Kind::Pushover(p) => p.target(),
             Kind::Gotify(g) => g.target(),
+            Kind::Matrix(m) => m.target(),
             Kind::Command(c) => c.target(),
         }
     }
@@ -449,6 +454,7 @@ impl Receiver {
                 pushover::Pushover::build(i, &mut errors).map(Kind::Pushover)
             }
             ReceiverInput::Gotify(i) => gotify::Gotify::build(i, &mut errors).map(Kind::Gotify),
+            ReceiverInput::Matrix(i) => matrix::Matrix::build(i, &mut errors).map(Kind::Matrix),
             ReceiverInput::Command(i) => command::Command::build(i, &mut errors).map(Kind::Command),
         };
         match (kind, timeout) {
@@ -465,7 +471,7 @@ impl Receiver {
 
     /// The `type`: `email`, `webhook`, `slack`, `alertmanager`, `pagerduty`,
     /// `opsgenie`, `msteams`, `discord`, `telegram`, `ntfy`, `pushover`,
-    /// `gotify`, `command`.
+    /// `gotify`, `matrix`, `command`.
     pub fn kind(&self) -> &'static str {
         match &*self.kind {
             Kind::Email(_) => "email",
@@ -480,6 +486,7 @@ impl Receiver {
             Kind::Ntfy(_) => "ntfy",
             Kind::Pushover(_) => "pushover",
             Kind::Gotify(_) => "gotify",
+            Kind::Matrix(_) => "matrix",
             Kind::Command(_) => "command",
         }
     }
@@ -515,6 +522,7 @@ impl Receiver {
                 Kind::Ntfy(n) => n.send(ctx, message).await,
                 Kind::Pushover(p) => p.send(ctx, message).await,
                 Kind::Gotify(g) => g.send(ctx, message).await,
+                Kind::Matrix(m) => m.send(ctx, message).await,
                 Kind::Command(c) => c.send(message).await,
             }
         };
