@@ -441,3 +441,36 @@ async fn secrets_can_come_from_files_and_bad_keys_are_named() {
         assert!(e.iter().any(|m| m.starts_with(field)), "{toml_text}: {e:?}");
     }
 }
+
+#[tokio::test]
+async fn opsgenie_classifies_errors_and_pagerduty_templates_its_summary() {
+    let sink = WebhookSink::start().await;
+    let r = receiver(&format!(
+        "name = \"o\"\ntype = \"opsgenie\"\napi_key = \"genie-secret-key\"\nurl = \"{}\"",
+        sink.url("")
+    ));
+    errors_are_classified(&r, &sink, &["genie-secret-key"]).await;
+    let r = receiver(&format!(
+        "name = \"p\"\ntype = \"pagerduty\"\nrouting_key = \"rk-secret\"\nurl = \"{}\"\n\
+         summary_template = \"{{{{ alerts | length }}}} checks need you\"",
+        sink.url("/v2/enqueue")
+    ));
+    let req = delivered(&r, &sink, &firing()).await;
+    assert_eq!(req.json()["payload"]["summary"], "2 checks need you");
+    errors_are_classified(&r, &sink, &["rk-secret"]).await;
+}
+
+#[tokio::test]
+async fn a_text_template_replaces_the_text_within_the_limit() {
+    let sink = WebhookSink::start().await;
+    let r = receiver(&format!(
+        "name = \"d\"\ntype = \"discord\"\nurl = \"{}\"\n\
+         text_template = \"{{% for a in alerts %}}{{{{ a.labels.check }}}} {{% endfor %}}{{{{ 'x' * 3000 }}}}\"",
+        sink.url("/api/webhooks/1/t")
+    ));
+    let req = delivered(&r, &sink, &firing()).await;
+    let content = req.json()["content"].as_str().unwrap().to_string();
+    assert!(content.starts_with("nightly-backup <b>x</b>"), "{content}");
+    assert_eq!(content.chars().count(), 2000);
+    assert!(content.ends_with('…'));
+}

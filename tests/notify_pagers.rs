@@ -295,3 +295,95 @@ group_interval = "1s"
         server.stop().await;
     }
 );
+
+/// The server as a process, logging at debug: deliveries that fail and
+/// succeed for every secret-bearing type leave no secret in its log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_reaches_the_log() {
+    let sink = WebhookSink::start().await;
+    for _ in 0..20 {
+        sink.push(Behaviour::Status(400));
+    }
+    let db = common::TestDb::new(common::Backend::Sqlite).await;
+    let secrets = [
+        ("pagerduty", format!("routing_key = \"{ROUTING_KEY}\"\nurl = \"{}\"", sink.url("/v2/enqueue"))),
+        ("opsgenie", format!("api_key = \"{GENIE_KEY}\"\nurl = \"{}\"", sink.url(""))),
+        ("telegram", format!("bot_token = \"42:TGsecretTOKEN\"\nchat_id = \"1\"\nurl = \"{}\"", sink.url(""))),
+        ("discord", format!("url = \"{}\"", sink.url("/api/webhooks/1/DISCORDsecretPATH"))),
+        ("msteams", format!("url = \"{}\"", sink.url("/workflows/x?sig=TEAMSsecretSIG"))),
+        ("ntfy", format!("url = \"{}\"\ntoken = \"NTFYsecretTOKEN\"", sink.url("/topic"))),
+        ("pushover", format!("token = \"POsecretTOKEN\"\nuser_key = \"POsecretUSER\"\nurl = \"{}\"", sink.url("/1/messages.json"))),
+        ("gotify", format!("token = \"GOTIFYsecretTOKEN\"\nurl = \"{}\"", sink.url(""))),
+        ("command", "command = [\"sh\", \"-c\", \"echo \\\"$1 failed\\\" >&2; exit 1\", \"sh\", \"json://u:CMDsecretPASS@h/x\"]".to_string()),
+    ];
+    let mut toml = String::new();
+    let mut routes = Vec::new();
+    for (kind, keys) in &secrets {
+        toml.push_str(&format!(
+            "[[receivers]]\nname = \"{kind}\"\ntype = \"{kind}\"\n{keys}\n\n"
+        ));
+        routes.push(format!(
+            "{{ matchers = ['team=\"t\"'], receiver = \"{kind}\", continue = true }}"
+        ));
+    }
+    toml.push_str(&format!(
+        "[route]\nreceiver = \"pagerduty\"\ngroup_wait = \"100ms\"\nroutes = [\n{}\n]\n\n[notifications]\nretry_base = \"100ms\"\n",
+        routes.join(",\n")
+    ));
+    let config = common::write_config(db.dir.path(), &db.config_toml(&toml));
+    let server = common::ChildServer::spawn_logging(&config, "overdue=debug,info");
+    let http = common::client();
+    let r = http
+        .post(format!("{}/api/v1/checks", server.base))
+        .json(&json!({"slug": "leaky", "interval": "1h", "labels": {"team": "t"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let uuid = r.json::<Value>().await.unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = http
+        .get(format!("{}/ping/{uuid}/fail", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // Every receiver's notification fails for good (400s, exit 1).
+    let start = Instant::now();
+    loop {
+        let v: Value = http
+            .get(format!("{}/api/v1/notifications?state=dead", server.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if v["notifications"].as_array().map_or(0, Vec::len) >= secrets.len() {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "dead letters: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = server.log();
+    assert!(
+        log.contains("pagerduty"),
+        "the log names the receivers:\n{log}"
+    );
+    for secret in [
+        ROUTING_KEY,
+        GENIE_KEY,
+        "TGsecretTOKEN",
+        "DISCORDsecretPATH",
+        "TEAMSsecretSIG",
+        "NTFYsecretTOKEN",
+        "POsecretTOKEN",
+        "POsecretUSER",
+        "GOTIFYsecretTOKEN",
+        "CMDsecretPASS",
+    ] {
+        assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+    }
+}
