@@ -319,7 +319,7 @@ async fn ntfy_topic_with_headers() {
     assert_eq!(req.header("priority"), Some("default"));
     let req = delivered(&r, &sink, &storm()).await;
     assert!(req.body.len() <= 4096, "{} bytes", req.body.len());
-    errors_are_classified(&r, &sink, &[NTFY_TOKEN]).await;
+    errors_are_classified(&r, &sink, &[NTFY_TOKEN, "ops-alerts"]).await;
 
     // Basic auth instead of a token.
     let r = receiver(&format!(

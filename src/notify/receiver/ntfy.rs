@@ -76,7 +76,9 @@ impl Ntfy {
         }
         let url = url?;
         Some(Ntfy {
-            shown: shown_url(&url, true),
+            // Without the topic: on a public server its name is all that
+            // keeps others from reading (and posting to) it.
+            shown: shown_url(&url, false),
             url,
             auth,
             priority,
