@@ -883,12 +883,7 @@ async fn list_channels(State(state): State<AppState>, _: V3Write) -> Json<Value>
             json!({
                 "id": channel_id(&r.name).to_string(),
                 "name": r.name,
-                "kind": match r.kind() {
-                    "alertmanager" => "webhook",
-                    "pagerduty" => "pd",
-                    "pushover" => "po",
-                    k => k,
-                },
+                "kind": r.healthchecks_kind(),
             })
         })
         .collect();

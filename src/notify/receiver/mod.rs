@@ -491,6 +491,17 @@ impl Receiver {
         }
     }
 
+    /// The kind healthchecks' v3 API names this type by (`pd`, `po`, and
+    /// `webhook` for an Alertmanager push).
+    pub fn healthchecks_kind(&self) -> &'static str {
+        match self.kind() {
+            "alertmanager" => "webhook",
+            "pagerduty" => "pd",
+            "pushover" => "po",
+            k => k,
+        }
+    }
+
     /// Where it delivers, safe to log: an SMTP `host:port` or a URL without
     /// credentials, query or (for Slack) secret path.
     pub fn target(&self) -> String {
@@ -684,6 +695,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.kind(), "pagerduty");
         assert_eq!(r.target(), "https://events.pagerduty.com/v2/enqueue");
+        assert_eq!(r.healthchecks_kind(), "pd");
         assert!(!format!("{r:?}").contains("rk-secret"));
         let r = Receiver::from_input(input(
             "name = \"o\"\ntype = \"opsgenie\"\napi_key = \"genie-secret\"",
