@@ -7,9 +7,9 @@ use reqwest::Url;
 use serde_json::{json, Value};
 
 use super::chat::{self, Markup};
-use super::http::{parse_headers, parse_http_url, shown_url};
+use super::http::{parse_headers, shown_url};
 use super::template::{default_subject, truncate_chars, Templates};
-use super::{optional_secret, DiscordInput, SendContext, SendError};
+use super::{secret_url, DiscordInput, SendContext, SendError};
 use crate::notify::message::Message;
 
 /// Discord's limits: a message's `content`, an embed's `title`.
@@ -29,14 +29,7 @@ pub(super) struct Discord {
 impl Discord {
     pub fn build(input: &DiscordInput, errors: &mut Vec<String>) -> Option<Discord> {
         let before = errors.len();
-        let url = match optional_secret(&input.url, &input.url_file, "url", errors) {
-            Ok(Some(u)) => parse_http_url(u.expose(), "url", false, errors),
-            Ok(None) => {
-                errors.push("url: required (or url_file)".to_string());
-                None
-            }
-            Err(()) => None,
-        };
+        let url = secret_url(&input.url, &input.url_file, errors);
         let headers = parse_headers(&input.headers.0, errors);
         let mut templates = Templates::new();
         if let Some(t) = &input.text_template {

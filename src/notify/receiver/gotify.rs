@@ -9,7 +9,7 @@ use serde_json::json;
 use super::chat::{self, Markup};
 use super::http::{parse_headers, parse_http_url, shown_url};
 use super::template::{default_subject, Templates};
-use super::{optional_secret, GotifyInput, SendContext, SendError};
+use super::{required_secret, GotifyInput, SendContext, SendError};
 use crate::notify::message::Message;
 
 /// Characters of message text (Gotify sets no hard limit; phones show less).
@@ -27,14 +27,7 @@ impl Gotify {
     pub fn build(input: &GotifyInput, errors: &mut Vec<String>) -> Option<Gotify> {
         let before = errors.len();
         let base = parse_http_url(&input.url.0, "url", true, errors);
-        let token = match optional_secret(&input.token, &input.token_file, "token", errors) {
-            Ok(Some(t)) => Some(t),
-            Ok(None) => {
-                errors.push("token: required (or token_file)".to_string());
-                None
-            }
-            Err(()) => None,
-        };
+        let token = required_secret(&input.token, &input.token_file, "token", errors);
         let priority = input.priority.unwrap_or(8);
         if priority > 10 {
             errors.push(format!("priority: {priority} is not from 0 to 10"));

@@ -11,7 +11,7 @@ use super::chat::{self, Markup};
 use super::http::{parse_headers, parse_http_url, send, shown_url};
 use super::template::Templates;
 use super::webhook::{idempotency_value, IDEMPOTENCY_KEY};
-use super::{optional_secret, MatrixInput, SendContext, SendError};
+use super::{required_secret, MatrixInput, SendContext, SendError};
 use crate::notify::message::Message;
 use crate::settings::Secret;
 
@@ -32,19 +32,12 @@ impl Matrix {
     pub fn build(input: &MatrixInput, errors: &mut Vec<String>) -> Option<Matrix> {
         let before = errors.len();
         let homeserver = parse_http_url(&input.homeserver.0, "homeserver", true, errors);
-        let access_token = match optional_secret(
+        let access_token = required_secret(
             &input.access_token,
             &input.access_token_file,
             "access_token",
             errors,
-        ) {
-            Ok(Some(t)) => Some(t),
-            Ok(None) => {
-                errors.push("access_token: required (or access_token_file)".to_string());
-                None
-            }
-            Err(()) => None,
-        };
+        );
         let room_id = input.room_id.trim().to_string();
         // `!opaque:server`, or `!opaque` alone in room version 12 and later.
         if room_id.len() < 2 || !room_id.starts_with('!') || room_id.contains(['/', ' ']) {

@@ -615,6 +615,34 @@ fn optional_secret(
     }
 }
 
+/// A secret that must be given, inline (`key`) or from a file (`key_file`).
+fn required_secret(
+    value: &Option<Secret>,
+    file: &Option<PathBuf>,
+    key: &str,
+    errors: &mut Vec<String>,
+) -> Option<Secret> {
+    match optional_secret(value, file, key, errors) {
+        Ok(Some(s)) => Some(s),
+        Ok(None) => {
+            errors.push(format!("{key}: required (or {key}_file)"));
+            None
+        }
+        Err(()) => None,
+    }
+}
+
+/// A webhook URL whose path is its credential (`url` or `url_file`):
+/// required, and never echoed in an error.
+fn secret_url(
+    value: &Option<Secret>,
+    file: &Option<PathBuf>,
+    errors: &mut Vec<String>,
+) -> Option<reqwest::Url> {
+    let url = required_secret(value, file, "url", errors)?;
+    http::parse_http_url(url.expose(), "url", false, errors)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

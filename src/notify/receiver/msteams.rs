@@ -6,9 +6,9 @@ use reqwest::Url;
 use serde_json::{json, Value};
 
 use super::chat::{self, Markup};
-use super::http::{parse_headers, parse_http_url, shown_url};
+use super::http::{parse_headers, shown_url};
 use super::template::{default_subject, Templates};
-use super::{optional_secret, MsteamsInput, SendContext, SendError};
+use super::{secret_url, MsteamsInput, SendContext, SendError};
 use crate::notify::message::Message;
 
 /// Characters of alert text in a card: Teams refuses messages over about
@@ -29,14 +29,7 @@ pub(super) struct Teams {
 impl Teams {
     pub fn build(input: &MsteamsInput, errors: &mut Vec<String>) -> Option<Teams> {
         let before = errors.len();
-        let url = match optional_secret(&input.url, &input.url_file, "url", errors) {
-            Ok(Some(u)) => parse_http_url(u.expose(), "url", false, errors),
-            Ok(None) => {
-                errors.push("url: required (or url_file)".to_string());
-                None
-            }
-            Err(()) => None,
-        };
+        let url = secret_url(&input.url, &input.url_file, errors);
         let headers = parse_headers(&input.headers.0, errors);
         let mut templates = Templates::new();
         if let Some(t) = &input.text_template {

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use super::http::{parse_headers, parse_http_url, post, shown_url};
 use super::template::{check_of, default_subject, truncate_chars, Templates};
 use super::webhook::{idempotency_value, IDEMPOTENCY_KEY};
-use super::{optional_secret, OpsgenieInput, SendContext, SendError};
+use super::{required_secret, OpsgenieInput, SendContext, SendError};
 use crate::notify::message::{Alert, AlertStatus, Message};
 use crate::settings::Secret;
 
@@ -43,15 +43,7 @@ impl Opsgenie {
             true,
             errors,
         );
-        let api_key = match optional_secret(&input.api_key, &input.api_key_file, "api_key", errors)
-        {
-            Ok(Some(k)) => Some(k),
-            Ok(None) => {
-                errors.push("api_key: required (or api_key_file)".to_string());
-                None
-            }
-            Err(()) => None,
-        };
+        let api_key = required_secret(&input.api_key, &input.api_key_file, "api_key", errors);
         let priority = input.priority.clone().unwrap_or_else(|| "P3".into());
         if !PRIORITIES.contains(&priority.as_str()) {
             errors.push(format!(

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use super::http::{parse_headers, parse_http_url, post, shown_url};
 use super::template::{check_of, default_subject, truncate_chars, Templates};
 use super::webhook::{idempotency_value, IDEMPOTENCY_KEY};
-use super::{optional_secret, PagerdutyInput, SendContext, SendError};
+use super::{required_secret, PagerdutyInput, SendContext, SendError};
 use crate::notify::message::{Alert, AlertStatus, Message};
 use crate::settings::Secret;
 
@@ -42,19 +42,12 @@ impl PagerDuty {
             true,
             errors,
         );
-        let routing_key = match optional_secret(
+        let routing_key = required_secret(
             &input.routing_key,
             &input.routing_key_file,
             "routing_key",
             errors,
-        ) {
-            Ok(Some(k)) => Some(k),
-            Ok(None) => {
-                errors.push("routing_key: required (or routing_key_file)".to_string());
-                None
-            }
-            Err(()) => None,
-        };
+        );
         let severity = input.severity.clone().unwrap_or_else(|| "critical".into());
         if !SEVERITIES.contains(&severity.as_str()) {
             errors.push(format!(

@@ -9,7 +9,7 @@ use super::chat::{self, Markup};
 use super::http::{parse_headers, parse_http_url, post, shown_url};
 use super::template::{default_subject, truncate_chars, Templates};
 use super::webhook::{idempotency_value, IDEMPOTENCY_KEY};
-use super::{optional_secret, PushoverInput, SendContext, SendError};
+use super::{required_secret, PushoverInput, SendContext, SendError};
 use crate::notify::message::Message;
 use crate::settings::Secret;
 
@@ -39,19 +39,8 @@ impl Pushover {
             true,
             errors,
         );
-        let required = |v: Result<Option<Secret>, ()>, key: &str, errors: &mut Vec<String>| match v
-        {
-            Ok(Some(s)) => Some(s),
-            Ok(None) => {
-                errors.push(format!("{key}: required (or {key}_file)"));
-                None
-            }
-            Err(()) => None,
-        };
-        let token = optional_secret(&input.token, &input.token_file, "token", errors);
-        let token = required(token, "token", errors);
-        let user = optional_secret(&input.user_key, &input.user_key_file, "user_key", errors);
-        let user_key = required(user, "user_key", errors);
+        let token = required_secret(&input.token, &input.token_file, "token", errors);
+        let user_key = required_secret(&input.user_key, &input.user_key_file, "user_key", errors);
         let priority = input.priority.unwrap_or(0);
         if !(-2..=1).contains(&priority) {
             // 2 (emergency) needs retry/expire and acknowledgement handling.

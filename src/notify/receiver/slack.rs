@@ -5,10 +5,10 @@ use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use reqwest::Url;
 use serde_json::{json, Value};
 
-use super::http::{parse_http_url, post, shown_url};
+use super::http::{post, shown_url};
 use super::template::{check_of, default_subject, truncate_chars, Templates};
 use super::webhook::{idempotency_value, IDEMPOTENCY_KEY};
-use super::{optional_secret, SendContext, SendError, SlackInput};
+use super::{secret_url, SendContext, SendError, SlackInput};
 use crate::notify::message::{Alert, AlertStatus, Message};
 
 /// Slack's limits for one message.
@@ -28,14 +28,7 @@ pub(super) struct Slack {
 impl Slack {
     pub fn build(input: &SlackInput, errors: &mut Vec<String>) -> Option<Slack> {
         let before = errors.len();
-        let url = match optional_secret(&input.url, &input.url_file, "url", errors) {
-            Ok(Some(u)) => parse_http_url(u.expose(), "url", false, errors),
-            Ok(None) => {
-                errors.push("url: required (or url_file)".to_string());
-                None
-            }
-            Err(()) => None,
-        };
+        let url = secret_url(&input.url, &input.url_file, errors);
         let mut templates = Templates::new();
         if let Some(t) = &input.body_template {
             templates.add("body_template", t, errors);

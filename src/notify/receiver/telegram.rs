@@ -9,7 +9,7 @@ use serde_json::json;
 use super::chat::{self, Markup};
 use super::http::{parse_headers, parse_http_url, shown_url};
 use super::template::Templates;
-use super::{optional_secret, SendContext, SendError, TelegramInput};
+use super::{required_secret, SendContext, SendError, TelegramInput};
 use crate::notify::message::Message;
 use crate::settings::Secret;
 
@@ -36,19 +36,14 @@ impl Telegram {
             true,
             errors,
         );
-        let token =
-            match optional_secret(&input.bot_token, &input.bot_token_file, "bot_token", errors) {
-                Ok(Some(t)) if t.expose().contains(['/', '?', '#']) => {
+        let token = required_secret(&input.bot_token, &input.bot_token_file, "bot_token", errors)
+            .filter(|t| {
+                let ok = !t.expose().contains(['/', '?', '#']);
+                if !ok {
                     errors.push("bot_token: not a bot token (it has / ? or #)".to_string());
-                    None
                 }
-                Ok(Some(t)) => Some(t),
-                Ok(None) => {
-                    errors.push("bot_token: required (or bot_token_file)".to_string());
-                    None
-                }
-                Err(()) => None,
-            };
+                ok
+            });
         let chat_id = input.chat_id.trim().to_string();
         if chat_id.is_empty() {
             errors.push("chat_id: must not be empty".to_string());
