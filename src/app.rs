@@ -12,6 +12,8 @@ use tokio_util::task::TaskTracker;
 use crate::config::Config;
 use crate::http::{router, AppState, Shared};
 use crate::metrics::Metrics;
+use crate::clock::now_ms;
+use crate::notify::ack::{LinkKey, SECRET_NAME};
 use crate::notify::deliver::Deliverer;
 use crate::notify::dispatch::DispatchNotice;
 use crate::notify::dispatch::{DispatchHandle, Dispatcher};
@@ -128,6 +130,7 @@ pub async fn run_with_metrics_listener(
             }
         });
     }
+    let link_key = link_key(&config, &store).await?;
     let (mut evaluator, evaluator_handle) = Evaluator::new(store.clone(), observed.clone());
     let (notify_tx, notify_rx) = tokio::sync::watch::channel(Arc::new(config.notify.clone()));
     let dispatch = start_notifications(
@@ -141,6 +144,7 @@ pub async fn run_with_metrics_listener(
         &replica,
         &metrics,
         notify_rx,
+        link_key.clone(),
     );
     if let Some(d) = &dispatch {
         evaluator.set_dispatch(d.clone());
@@ -243,6 +247,7 @@ pub async fn run_with_metrics_listener(
         metrics,
         live,
         limits: Arc::new(crate::http::rate_limit::PingLimits::new(&config.rate_limit)),
+        links: link_key,
     });
     let metrics_stop = shutdown.child_token();
     let metrics_server = metrics_listener.map(|l| {
@@ -300,6 +305,19 @@ struct Workers<'a> {
     leader: &'a LeaderWatch,
 }
 
+/// The key of acknowledge links: the config file's `link_secret`, or the
+/// one every replica shares through the database (made by the first).
+async fn link_key(config: &Config, store: &Arc<dyn Store>) -> anyhow::Result<LinkKey> {
+    if let Some(s) = &config.link_secret {
+        return Ok(LinkKey::new(s.expose()));
+    }
+    let secret = store
+        .shared_secret(SECRET_NAME, &LinkKey::random_secret(), now_ms())
+        .await
+        .context("cannot read or store the key of acknowledge links")?;
+    Ok(LinkKey::new(&secret))
+}
+
 fn start_notifications(
     config: &Arc<Config>,
     store: &Arc<dyn Store>,
@@ -307,6 +325,7 @@ fn start_notifications(
     replica: &str,
     metrics: &Arc<Metrics>,
     updates: tokio::sync::watch::Receiver<Arc<NotifyConfig>>,
+    links: LinkKey,
 ) -> Option<DispatchHandle> {
     let notify = Arc::new(config.notify.clone());
     if !notify.enabled() {
@@ -320,6 +339,7 @@ fn start_notifications(
         config.base_url.clone(),
         wake.clone(),
     );
+    let dispatcher = dispatcher.with_link_key(links);
     let mut deliverer = Deliverer::new(
         store.clone(),
         notify.clone(),

@@ -541,6 +541,7 @@ async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) 
         dispatch,
         metrics,
         live,
+        links: crate::notify::ack::LinkKey::new("the fuzz server's link secret"),
     }))
 }
 

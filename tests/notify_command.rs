@@ -71,6 +71,7 @@ fn message(status: AlertStatus) -> Message {
             fingerprint: "00000000000000aa".into(),
         }],
         idempotency_key: "cmd-key-1".into(),
+        acknowledged: Vec::new(),
     };
     m.finish();
     m

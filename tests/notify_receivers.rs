@@ -80,6 +80,7 @@ fn message(alerts: Vec<Alert>) -> Message {
         external_url: "http://overdue.test".into(),
         alerts,
         idempotency_key: format!("{}", uuid::Uuid::new_v4().simple()),
+        acknowledged: Vec::new(),
     };
     m.finish();
     m

@@ -85,6 +85,9 @@ pub struct Config {
     pub database_url: Secret,
     pub ping_body_limit: usize,
     pub ping_key: Option<Secret>,
+    /// The key that signs acknowledge links (SPEC §6.2); without it, one
+    /// is made once and kept in the database, shared by every replica.
+    pub link_secret: Option<Secret>,
     pub log_format: LogFormat,
     pub trusted_proxies: Vec<IpNet>,
     pub heartbeat_period: Duration,
@@ -135,6 +138,8 @@ const KNOWN_KEYS: &[&str] = &[
     "ping_body_limit",
     "ping_key",
     "ping_key_file",
+    "link_secret",
+    "link_secret_file",
     "log_format",
     "trusted_proxies",
     "heartbeat_period",
@@ -242,6 +247,15 @@ impl Config {
             Some(k) if k.expose().len() < 8 || !is_url_safe(k.expose()) => {
                 f.errors
                     .push("ping_key: must be at least 8 characters of [A-Za-z0-9_-]".to_string());
+                None
+            }
+            k => Some(k),
+        });
+        let link_secret = f.optional_secret("link_secret", "link_secret_file");
+        let link_secret = link_secret.and_then(|k| match k {
+            Some(k) if k.expose().len() < 16 => {
+                f.errors
+                    .push("link_secret: must be at least 16 characters".to_string());
                 None
             }
             k => Some(k),
@@ -414,6 +428,7 @@ impl Config {
             database_url: database_url.ok_or_else(missing)?,
             ping_body_limit: ping_body_limit.ok_or_else(missing)?,
             ping_key: ping_key.ok_or_else(missing)?,
+            link_secret: link_secret.ok_or_else(missing)?,
             log_format: log_format.ok_or_else(missing)?,
             trusted_proxies: trusted_proxies.ok_or_else(missing)?,
             heartbeat_period: heartbeat_period.ok_or_else(missing)?,
@@ -859,11 +874,13 @@ mod tests {
         "gotifytoken-c0ffee",
         "discordpath-c0ffee",
         "teamssig-c0ffee",
+        "linksecret-c0ffee-0123",
     ];
 
     const TOML: &str = r#"
 database_url = "postgres://overdue:dbpass-c0ffee@127.0.0.1:5432/db"
 ping_key = "pingkey-c0ffee"
+link_secret = "linksecret-c0ffee-0123"
 api_keys = [ { name = "ops", scope = "write", key = "apikey-c0ffee-0123456789" } ]
 
 [[receivers]]

@@ -38,6 +38,7 @@ pub fn v1() -> (axum::Router<AppState>, OpenApiDoc) {
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(super::api::router())
         .merge(super::alerting::router())
+        .merge(super::ack::api_router())
         .merge(router())
         .split_for_parts();
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();

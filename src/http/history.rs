@@ -306,6 +306,8 @@ pub struct IncidentView {
     status: String,
     reason: Option<String>,
     resolved: Option<String>,
+    /// Who acknowledged it, when, and why; `null` while nobody did.
+    acknowledged: Option<super::ack::AckView>,
 }
 
 /// Incidents, newest first.
@@ -342,6 +344,7 @@ async fn list_incidents(
                 status: i.status,
                 reason: i.reason,
                 resolved: i.resolved_at.map(rfc3339),
+                acknowledged: super::ack::ack_view(i.acked_at, i.acked_by, i.ack_comment),
             })
             .collect(),
     }))

@@ -16,6 +16,7 @@ use crate::workers::ingest::Ingest;
 use crate::workers::reconcile::Live;
 use error::AppError;
 
+pub mod ack; // acknowledging incidents: the API and the signed one-click link
 pub mod admin; // reload and other administrative routes
 pub mod alerting; // silences, notifications, receivers and routes under /api/v1
 pub mod api; // the native management API /api/v1: checks and their history
@@ -69,6 +70,8 @@ pub struct Shared {
     pub live: Arc<Live>,
     /// `[rate_limit]`: the ping limiters.
     pub limits: Arc<rate_limit::PingLimits>,
+    /// Signs and checks acknowledge links.
+    pub links: crate::notify::ack::LinkKey,
 }
 
 /// The whole HTTP surface.
@@ -80,6 +83,7 @@ pub fn router(state: AppState) -> Router {
         .nest("/api/v1", v1())
         .nest("/api/v3", v3::router())
         .merge(badge::router())
+        .merge(ack::link_router())
         .merge(ui::router());
     // With a listener of its own, /metrics is served only there.
     if state.config.metrics.listen.is_none() {

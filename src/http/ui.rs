@@ -587,6 +587,10 @@ async fn check_page(
                 status => i.status,
                 reason => i.reason,
                 resolved => when(i.resolved_at, now),
+                acked => when(i.acked_at, now),
+                acked_by => i.acked_by,
+                ack_comment => i.ack_comment,
+                ack_path => super::ack::ack_path(&state, &check.uuid.to_string(), i.id, i.opened_at),
             }
         })
         .collect();

@@ -61,6 +61,7 @@ pub struct Metrics {
     notifications: IntCounterVec,
     notification_queue: IntGauge,
     dead_letters: IntGauge,
+    acknowledged: IntGauge,
     evaluator_lag: Gauge,
     is_leader: IntGauge,
     lease: crate::workers::lease::LeaseStats,
@@ -115,6 +116,11 @@ impl Metrics {
         let dead_letters = IntGauge::new(
             "overdue_dead_letters",
             "Notifications that exhausted their attempts (dead letters), now.",
+        )
+        .expect("valid metric");
+        let acknowledged = IntGauge::new(
+            "overdue_incidents_acknowledged",
+            "Open incidents someone acknowledged (left out of reminders until they resolve).",
         )
         .expect("valid metric");
         let evaluator_lag = Gauge::new(
@@ -182,6 +188,7 @@ impl Metrics {
             Box::new(notifications.clone()),
             Box::new(notification_queue.clone()),
             Box::new(dead_letters.clone()),
+            Box::new(acknowledged.clone()),
             Box::new(evaluator_lag.clone()),
             Box::new(is_leader.clone()),
             Box::new(lease.renewals.clone()),
@@ -200,6 +207,7 @@ impl Metrics {
             notifications,
             notification_queue,
             dead_letters,
+            acknowledged,
             evaluator_lag,
             is_leader,
             lease,
@@ -262,6 +270,11 @@ impl Metrics {
         self.evaluator_lag.set(lag_ms as f64 / 1000.0);
     }
 
+    /// Sets how many open incidents are acknowledged (read at scrape time).
+    pub fn set_acknowledged(&self, n: i64) {
+        self.acknowledged.set(n);
+    }
+
     /// The service metrics in the Prometheus text format.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -287,6 +300,7 @@ mod tests {
             .inc();
         m.set_leader(true);
         m.set_scrape_gauges(Some(3), Some(1), 1500);
+        m.set_acknowledged(2);
         let text = String::from_utf8(m.encode()).unwrap();
         for line in [
             "overdue_pings_total{kind=\"success\"} 2",
@@ -296,6 +310,7 @@ mod tests {
             "overdue_notifications_total{outcome=\"dead\",receiver=\"hook\"} 0",
             "overdue_notification_queue 3",
             "overdue_dead_letters 1",
+            "overdue_incidents_acknowledged 2",
             "overdue_evaluator_lag_seconds 1.5",
             "overdue_is_leader 1",
         ] {

@@ -611,6 +611,7 @@ pub fn undelivered_notice(
         external_url: base_url.to_string(),
         alerts,
         idempotency_key: id.clone(),
+        acknowledged: Vec::new(),
     };
     m.finish();
     NewNotification {

@@ -13,9 +13,12 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
+use super::ack::{link, Incident, LinkKey};
 use super::group::{notification_id, plan, Plan, Prior, Snapshot};
+use super::hold::{holders, Candidate};
 use super::message::{
-    zero_instant, Alert, AlertStatus, LabelSet, Message, ALERTNAME_CHECK, ALERTNAME_OVERLAP,
+    zero_instant, AckedAlert, Alert, AlertStatus, LabelSet, Message, ALERTNAME_CHECK,
+    ALERTNAME_OVERLAP,
 };
 use super::route::{Route, RouteTree};
 use super::silence::Silence;
@@ -70,11 +73,22 @@ struct Held {
     src: AlertSource,
     labels: LabelSet,
     groups: Vec<String>,
+    /// What held it back at its last flush, as recorded in the store.
+    holders: Vec<String>,
 }
 
 impl Held {
     fn open(&self) -> bool {
         self.src.resolved_at.is_none()
+    }
+
+    /// An incident of a check that is down or stalled now: what holds the
+    /// checks that depend on it.
+    fn failing(&self) -> bool {
+        !self.src.is_overlap()
+            && self.open()
+            && !self.src.paused
+            && matches!(self.src.status.as_deref(), Some("down" | "stalled"))
     }
 }
 
@@ -100,6 +114,11 @@ pub struct Dispatcher {
     delivery: Arc<Notify>,
     /// When every open alert was last read again ([`RESYNC`]).
     last_resync: UnixMs,
+    /// Signs the acknowledge links in messages.
+    links: Option<LinkKey>,
+    /// What holds each open alert back, worked out at most once between
+    /// changes (`None`: to be worked out again).
+    holding: Option<HashMap<i64, Vec<String>>>,
 }
 
 impl Dispatcher {
@@ -126,9 +145,17 @@ impl Dispatcher {
                 rx,
                 delivery,
                 last_resync: 0,
+                links: None,
+                holding: None,
             },
             DispatchHandle { tx },
         )
+    }
+
+    /// Signs acknowledge links with `key` (without one, messages carry none).
+    pub fn with_link_key(mut self, key: LinkKey) -> Dispatcher {
+        self.links = Some(key);
+        self
     }
 
     /// Reads what receivers were told, the silences and every open incident.
@@ -198,9 +225,17 @@ impl Dispatcher {
     /// Takes in the newest facts about one incident.
     fn upsert(&mut self, src: AlertSource, now: UnixMs) {
         let id = src.incident_id;
+        self.holding = None;
         if let Some(held) = self.alerts.get_mut(&id) {
             let was_held = held.src.quiet == Some(true);
+            let was_failing = held.failing();
             held.src = src;
+            if was_failing && !held.failing() {
+                self.release(now);
+            }
+            let Some(held) = self.alerts.get_mut(&id) else {
+                return;
+            };
             // An alert that may notify again in a group that never said
             // anything should not wait a whole group_interval.
             if was_held && held.src.quiet != Some(true) {
@@ -241,14 +276,47 @@ impl Dispatcher {
                 keys.push(key);
             }
         }
+        let holders = src
+            .inhibited_by
+            .as_deref()
+            .and_then(|j| serde_json::from_str(j).ok())
+            .unwrap_or_default();
         self.alerts.insert(
             id,
             Held {
                 src,
                 labels,
                 groups: keys,
+                holders,
             },
         );
+    }
+
+    /// A failing alert stopped failing: the alerts it may have held are
+    /// announced after `group_wait` if nothing holds them any more (SPEC
+    /// §6.2), even in groups that notified before.
+    fn release(&mut self, now: UnixMs) {
+        let config = self.config.clone();
+        let Some(tree) = config.route.as_ref() else {
+            return;
+        };
+        let keys: BTreeSet<String> = self
+            .alerts
+            .values()
+            .filter(|h| h.open() && !h.holders.is_empty())
+            .flat_map(|h| h.groups.iter().cloned())
+            .collect();
+        for key in keys {
+            let Some(g) = self.groups.get_mut(&key) else {
+                continue;
+            };
+            let at = now + ms(tree.route(g.route).group_wait);
+            if at < g.next_flush {
+                self.schedule.remove(&(g.next_flush, key.clone()));
+                g.next_flush = at;
+                self.schedule.insert((at, key));
+            }
+        }
     }
 
     fn announced_anywhere(&self, id: i64) -> bool {
@@ -335,6 +403,7 @@ impl Dispatcher {
                 // start-up; what receivers were told is read back, so
                 // nothing is announced twice.
                 self.config = config;
+                self.holding = None;
                 self.alerts.clear();
                 self.groups.clear();
                 self.schedule.clear();
@@ -389,10 +458,16 @@ impl Dispatcher {
     /// Marks the alerts of `ids` that the store no longer has (deleted with
     /// their check) as resolved at `now`.
     fn resolve_gone(&mut self, ids: &[i64], found: &BTreeSet<i64>, now: UnixMs) {
+        let mut released = false;
         for id in ids.iter().filter(|id| !found.contains(id)) {
             if let Some(h) = self.alerts.get_mut(id) {
+                released |= h.failing();
                 h.src.resolved_at = Some(now);
+                self.holding = None;
             }
+        }
+        if released {
+            self.release(now);
         }
     }
 
@@ -445,25 +520,17 @@ impl Dispatcher {
             return false;
         }
 
-        let mut snapshot = Snapshot::default();
-        for id in &group.alerts {
-            let Some(h) = self.alerts.get(id) else {
-                continue;
-            };
-            if !h.open() {
-                continue;
-            }
-            let silenced = self.silences.iter().any(|s| s.silences(&h.labels, now));
-            if silenced || h.src.quiet == Some(true) || h.src.paused {
-                snapshot.held.insert(*id);
-            } else {
-                snapshot.firing.insert(*id);
-            }
-        }
+        let ids: Vec<i64> = group.alerts.iter().copied().collect();
+        self.record_holding(&ids).await;
         let log_key = (key.to_string(), receiver_name.clone());
         let prior = self.log.get(&log_key).cloned();
+        let mut planned = plan(&self.snapshot(&ids, now), prior.as_ref(), send_resolved, ms(repeat), now);
+        if planned.is_some() && self.refresh_acks(&ids).await {
+            // Acknowledged on another replica since: decide again.
+            planned = plan(&self.snapshot(&ids, now), prior.as_ref(), send_resolved, ms(repeat), now);
+        }
         let mut enqueued = false;
-        if let Some(p) = plan(&snapshot, prior.as_ref(), send_resolved, ms(repeat), now) {
+        if let Some(p) = planned {
             let message = self.message(key, &receiver_name, &p, now);
             let n = NewNotification {
                 id: message.idempotency_key.clone(),
@@ -532,6 +599,117 @@ impl Dispatcher {
         enqueued
     }
 
+    /// The group's open alerts at `now`: firing, held (silenced, quiet,
+    /// paused, or held back by what they depend on or an inhibit rule) or
+    /// acknowledged.
+    fn snapshot(&self, ids: &[i64], now: UnixMs) -> Snapshot {
+        let mut snapshot = Snapshot::default();
+        for id in ids {
+            let Some(h) = self.alerts.get(id) else {
+                continue;
+            };
+            if !h.open() {
+                continue;
+            }
+            let silenced = self.silences.iter().any(|s| s.silences(&h.labels, now));
+            if silenced || h.src.quiet == Some(true) || h.src.paused || !h.holders.is_empty() {
+                snapshot.held.insert(*id);
+            } else if h.src.acked_at.is_some() {
+                snapshot.acked.insert(*id);
+            } else {
+                snapshot.firing.insert(*id);
+            }
+        }
+        snapshot
+    }
+
+    /// Works out what holds each of `ids` back now and records what
+    /// changed, so the check's resource shows it (`inhibited_by`).
+    async fn record_holding(&mut self, ids: &[i64]) {
+        let holding = match self.holding.take() {
+            Some(h) => h,
+            None => {
+                let candidates: Vec<Candidate<'_>> = self
+                    .alerts
+                    .iter()
+                    .filter(|(_, h)| h.open() && !h.src.paused)
+                    .map(|(id, h)| Candidate {
+                        id: *id,
+                        labels: &h.labels,
+                        depends_on: if h.src.is_overlap() {
+                            Vec::new()
+                        } else {
+                            h.src.depends_on()
+                        },
+                        failing: h.failing(),
+                    })
+                    .collect();
+                holders(&candidates)
+            }
+        };
+        let mut changed: Vec<(i64, Option<String>)> = Vec::new();
+        for id in ids {
+            let Some(h) = self.alerts.get_mut(id) else {
+                continue;
+            };
+            let now_held = if h.open() {
+                holding.get(id).cloned().unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            if now_held != h.holders {
+                if now_held.is_empty() {
+                    tracing::info!(alert = id, "no longer held back");
+                } else {
+                    tracing::info!(alert = id, by = ?now_held, "held back by what it depends on or an inhibit rule");
+                }
+                h.holders = now_held;
+                if *id > 0 {
+                    let json = (!h.holders.is_empty())
+                        .then(|| serde_json::to_string(&h.holders).unwrap_or_default());
+                    changed.push((*id, json));
+                }
+            }
+        }
+        self.holding = Some(holding);
+        if let Err(e) = self.store.set_inhibited_by(&changed).await {
+            // The decision stands; only what the resource shows lags.
+            tracing::warn!(error = %format!("{e:#}"), "cannot record what holds incidents back");
+        }
+    }
+
+    /// Reads the acknowledgements of the group's incidents again (another
+    /// replica may have taken one); true when one changed.
+    async fn refresh_acks(&mut self, ids: &[i64]) -> bool {
+        let incidents: Vec<i64> = ids
+            .iter()
+            .copied()
+            .filter(|id| *id > 0 && self.alerts.get(id).is_some_and(Held::open))
+            .collect();
+        if incidents.is_empty() {
+            return false;
+        }
+        let acks = match self.store.incident_acks(&incidents).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "cannot read acknowledgements");
+                return false;
+            }
+        };
+        let mut changed = false;
+        for a in acks {
+            if let Some(h) = self.alerts.get_mut(&a.id) {
+                if h.src.acked_at != a.acked_at || h.src.acked_by != a.acked_by {
+                    h.src.acked_at = a.acked_at;
+                    h.src.acked_by = a.acked_by;
+                    h.src.ack_comment = a.ack_comment;
+                    changed = true;
+                }
+            }
+        }
+        changed
+    }
+
     /// Drops resolved alerts the receiver needs no more news of, and the
     /// group once it is empty.
     fn cleanup(&mut self, key: &str, send_resolved: bool) {
@@ -582,6 +760,18 @@ impl Dispatcher {
             .get(key)
             .map(|g| g.labels.clone())
             .unwrap_or_default();
+        let acknowledged = p
+            .acknowledged
+            .iter()
+            .filter_map(|id| self.alerts.get(id))
+            .map(|h| AckedAlert {
+                check: h.labels.get("check").cloned().unwrap_or_default(),
+                by: h.src.acked_by.clone().unwrap_or_default(),
+                at: instant(h.src.acked_at.unwrap_or(now)),
+                comment: h.src.ack_comment.clone(),
+                link: format!("{}/checks/{}", self.base_url, h.src.uuid),
+            })
+            .collect();
         let mut alerts = Vec::with_capacity(p.firing.len() + p.resolved.len());
         for (ids, status) in [
             (&p.firing, AlertStatus::Firing),
@@ -604,6 +794,7 @@ impl Dispatcher {
             common_annotations: LabelSet::new(),
             external_url: self.base_url.clone(),
             alerts,
+            acknowledged,
             idempotency_key: notification_id(key, receiver, p),
         };
         m.finish();
@@ -652,6 +843,15 @@ impl Dispatcher {
             );
         }
         annotations.insert("link".into(), url.clone());
+        // The one-click acknowledge link of a firing incident.
+        if let (AlertStatus::Firing, false, Some(key)) = (status, src.is_overlap(), &self.links) {
+            let incident = Incident {
+                id: src.incident_id,
+                check_uuid: &src.uuid,
+                opened_at: src.opened_at,
+            };
+            annotations.insert("acknowledge".into(), link(&self.base_url, key, incident));
+        }
         Alert {
             status,
             labels: h.labels.clone(),
@@ -692,6 +892,7 @@ impl LeaderWorker for Dispatcher {
     }
 
     fn forget(&mut self) {
+        self.holding = None;
         self.alerts.clear();
         self.groups.clear();
         self.schedule.clear();

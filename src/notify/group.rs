@@ -21,13 +21,17 @@ pub struct Prior {
 pub struct Snapshot {
     /// Open incidents that may notify now (not quiet, not silenced).
     pub firing: BTreeSet<i64>,
-    /// Open incidents that may not notify now (quiet or silenced).
+    /// Open incidents that may not notify now (quiet, silenced, paused, or
+    /// held back by what they depend on or an inhibit rule).
     pub held: BTreeSet<i64>,
+    /// Open incidents someone acknowledged (and nothing holds): left out of
+    /// reminders, listed as acknowledged while the receiver knows them.
+    pub acked: BTreeSet<i64>,
 }
 
 impl Snapshot {
     fn open(&self, id: i64) -> bool {
-        self.firing.contains(&id) || self.held.contains(&id)
+        self.firing.contains(&id) || self.held.contains(&id) || self.acked.contains(&id)
     }
 }
 
@@ -39,6 +43,9 @@ pub struct Plan {
     pub firing: Vec<i64>,
     /// Announced alerts that resolved since, listed when `send_resolved`.
     pub resolved: Vec<i64>,
+    /// Announced alerts that are acknowledged now: listed as such, never as
+    /// firing.
+    pub acknowledged: Vec<i64>,
     /// What the receiver knows as firing once this is delivered: the firing
     /// alerts plus announced ones that are held but still open (so their
     /// resolution is still told later).
@@ -48,6 +55,8 @@ pub struct Plan {
 /// Decides whether a flush notifies: when an alert is new to the receiver,
 /// when announced alerts resolved (and the receiver wants resolutions), or
 /// when alerts still fire `repeat` after the last notification.
+/// Acknowledged alerts never make a reminder, and a change of what is
+/// acknowledged says nothing by itself (SPEC §6.2).
 pub fn plan(
     snapshot: &Snapshot,
     prior: Option<&Prior>,
@@ -69,11 +78,20 @@ pub fn plan(
         return None;
     }
     let mut next: BTreeSet<i64> = snapshot.firing.clone();
-    next.extend(announced.iter().filter(|id| snapshot.held.contains(id)));
+    next.extend(
+        announced
+            .iter()
+            .filter(|id| snapshot.held.contains(id) || snapshot.acked.contains(id)),
+    );
     Some(Plan {
         seq: prior.map_or(1, |p| p.seq + 1),
         firing: snapshot.firing.iter().copied().collect(),
         resolved: if send_resolved { resolved } else { Vec::new() },
+        acknowledged: announced
+            .iter()
+            .copied()
+            .filter(|id| snapshot.acked.contains(id))
+            .collect(),
         announced: next,
     })
 }
@@ -114,6 +132,14 @@ mod tests {
         Snapshot {
             firing: set(firing),
             held: set(held),
+            acked: BTreeSet::new(),
+        }
+    }
+
+    fn snap_acked(firing: &[i64], held: &[i64], acked: &[i64]) -> Snapshot {
+        Snapshot {
+            acked: set(acked),
+            ..snap(firing, held)
         }
     }
 
@@ -196,6 +222,48 @@ mod tests {
     }
 
     #[test]
+    fn acknowledged_alerts_are_not_reminded_but_their_resolve_is_told() {
+        let pr = prior(1, &[1, 2], 0);
+        // 1 acknowledged, 2 still firing: the reminder lists 2 only, and 1
+        // as acknowledged; both stay known to the receiver.
+        let p = plan(&snap_acked(&[2], &[], &[1]), Some(&pr), true, 4 * H, 4 * H).unwrap();
+        assert_eq!(p.firing, vec![2]);
+        assert_eq!(p.acknowledged, vec![1]);
+        assert_eq!(p.announced, set(&[1, 2]));
+        // Every firing alert acknowledged: no reminder, however long.
+        let pr = prior(2, &[1, 2], 4 * H);
+        assert_eq!(
+            plan(&snap_acked(&[], &[], &[1, 2]), Some(&pr), true, 4 * H, 40 * H),
+            None
+        );
+        // Acknowledging alone says nothing.
+        assert_eq!(
+            plan(&snap_acked(&[2], &[], &[1]), Some(&pr), true, 4 * H, 5 * H),
+            None
+        );
+        // The resolve of an acknowledged alert is told.
+        let p = plan(&snap_acked(&[], &[], &[2]), Some(&pr), true, 4 * H, 5 * H).unwrap();
+        assert_eq!(p.resolved, vec![1]);
+        assert_eq!(p.acknowledged, vec![2]);
+        assert!(p.firing.is_empty());
+        // A new alert in the group is announced, the acknowledged one not
+        // listed as firing.
+        let p = plan(&snap_acked(&[3], &[], &[1, 2]), Some(&pr), true, 4 * H, 5 * H).unwrap();
+        assert_eq!(p.firing, vec![3]);
+        assert_eq!(p.acknowledged, vec![1, 2]);
+        assert_eq!(p.announced, set(&[1, 2, 3]));
+    }
+
+    #[test]
+    fn acknowledged_before_being_announced_is_never_announced() {
+        assert_eq!(plan(&snap_acked(&[], &[], &[1]), None, true, 4 * H, 0), None);
+        let p = plan(&snap_acked(&[2], &[], &[1]), None, true, 4 * H, 0).unwrap();
+        assert_eq!(p.firing, vec![2]);
+        assert!(p.acknowledged.is_empty());
+        assert_eq!(p.announced, set(&[2]));
+    }
+
+    #[test]
     fn ids_are_deterministic_and_distinct() {
         let p = plan(&snap(&[1, 2], &[]), None, true, H, 0).unwrap();
         let a = notification_id("{}:{}", "mail", &p);
@@ -230,7 +298,7 @@ mod tests {
             for (firing, held, dt) in steps {
                 now += dt;
                 let held: BTreeSet<i64> = held.difference(&firing).copied().collect();
-                let s = Snapshot { firing: firing.clone(), held: held.clone() };
+                let s = Snapshot { firing: firing.clone(), held: held.clone(), acked: BTreeSet::new() };
                 let before = prior_state.as_ref().map_or(0, |p| p.seq);
                 if let Some(p) = plan(&s, prior_state.as_ref(), send_resolved, 4 * H, now) {
                     prop_assert_eq!(p.seq, before + 1);
@@ -247,6 +315,40 @@ mod tests {
                 } else if let Some(p) = &prior_state {
                     // Silence is only allowed when nothing new fires.
                     prop_assert!(firing.iter().all(|id| p.announced.contains(id)));
+                }
+            }
+        }
+
+        /// Acknowledged alerts are never listed as firing, never make a
+        /// notification by themselves, and stay known until they resolve.
+        #[test]
+        fn acknowledged_alerts_never_page(
+            steps in proptest::collection::vec(
+                (proptest::collection::btree_set(0i64..8, 0..6),
+                 proptest::collection::btree_set(0i64..8, 0..6),
+                 0i64..(6 * H)),
+                1..30),
+        ) {
+            let mut prior_state: Option<Prior> = None;
+            let mut now = 0;
+            for (firing, acked, dt) in steps {
+                now += dt;
+                let acked: BTreeSet<i64> = acked.difference(&firing).copied().collect();
+                let s = Snapshot { firing: firing.clone(), held: BTreeSet::new(), acked: acked.clone() };
+                let known = prior_state.as_ref().map(|p| p.announced.clone()).unwrap_or_default();
+                if let Some(p) = plan(&s, prior_state.as_ref(), true, 4 * H, now) {
+                    prop_assert!(p.firing.iter().all(|id| !acked.contains(id)));
+                    prop_assert!(p.acknowledged.iter().all(|id| acked.contains(id) && known.contains(id)));
+                    // Something other than an acknowledgement made it.
+                    let new = firing.iter().any(|id| !known.contains(id));
+                    prop_assert!(new || !p.resolved.is_empty() || !firing.is_empty());
+                    for id in known.iter().filter(|id| acked.contains(id)) {
+                        prop_assert!(p.announced.contains(id));
+                    }
+                    prior_state = Some(Prior { seq: p.seq, announced: p.announced, sent_at: now });
+                } else if firing.is_empty() {
+                    // Nothing fires: only a resolve could have spoken.
+                    prop_assert!(known.iter().all(|id| acked.contains(id)));
                 }
             }
         }

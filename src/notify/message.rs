@@ -76,10 +76,29 @@ pub struct Message {
     pub external_url: String,
     /// Firing alerts first, then resolved ones.
     pub alerts: Vec<Alert>,
+    /// Alerts of the group the receiver was told of that someone
+    /// acknowledged since: left out of `alerts` (SPEC §6.2).
+    #[serde(default)]
+    pub acknowledged: Vec<AckedAlert>,
     /// The notification's id; the same value goes out as the
     /// `Idempotency-Key` header (webhooks) and in the `Message-ID` (mail), so a
     /// receiver can drop a retried duplicate.
     pub idempotency_key: String,
+}
+
+/// An acknowledged alert, as listed in a notification's `acknowledged`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AckedAlert {
+    /// The check's `check` label (its slug, or its uuid without one).
+    pub check: String,
+    /// Who acknowledged it, and when.
+    pub by: String,
+    pub at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// The dashboard's page of the check.
+    #[serde(default)]
+    pub link: String,
 }
 
 /// Alertmanager's "not set" instant, used as `endsAt` of a firing alert.
@@ -164,6 +183,7 @@ mod tests {
                 alert(AlertStatus::Resolved, &[("team", "data"), ("check", "b")]),
             ],
             idempotency_key: "k".into(),
+            acknowledged: Vec::new(),
         };
         m.finish();
         let v = serde_json::to_value(&m).unwrap();
@@ -211,6 +231,7 @@ mod tests {
             external_url: String::new(),
             alerts: vec![alert(AlertStatus::Resolved, &[("a", "1")])],
             idempotency_key: String::new(),
+            acknowledged: Vec::new(),
         };
         m.finish();
         assert_eq!(m.status, AlertStatus::Resolved);

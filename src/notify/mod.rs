@@ -8,9 +8,11 @@
 //! notification with a deterministic id; the [`deliver::Deliverer`] sends it
 //! through a [`receiver::Receiver`].
 
+pub mod ack; // signed acknowledge links
 pub mod deliver; // the deliverer: sends queued notifications with retries and dead letters
 pub mod dispatch; // the dispatcher: routes alerts into groups and enqueues at each flush
 pub mod group; // aggregation groups and their timing
+pub mod hold; // what holds an alert back: dependencies and inhibit rules
 pub mod matcher; // Alertmanager label matchers
 pub mod message; // the alert and notification payloads (Alertmanager's webhook format)
 pub mod receiver; // receivers: email, webhook, slack, alertmanager

@@ -284,7 +284,8 @@ macro_rules! impl_check_store {
                 limit: u32,
             ) -> Result<Vec<$crate::store::IncidentRecord>, $crate::store::StoreError> {
                 Ok(sqlx::query_as(
-                    "SELECT id, opened_at, status, reason, resolved_at FROM incidents \
+                    "SELECT id, opened_at, status, reason, resolved_at, acked_at, acked_by, ack_comment \
+                     FROM incidents \
                      WHERE check_id = $1 ORDER BY id DESC LIMIT $2",
                 )
                 .bind(check_id)

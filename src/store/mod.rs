@@ -20,6 +20,7 @@ pub mod lease; // the leader lease and the fencing of leader-only writes
 pub mod locks; // the job guard's lock seats and fencing tokens
 pub mod metrics; // what a metrics scrape reads
 pub mod notify; // the notification outbox, delivery attempts, silences
+pub mod oncall; // acknowledgements, holding, shared secrets
 pub mod postgres; // the PostgreSQL backend: its dialect work, one concern a file
 pub mod replicas; // health, heartbeats and unobserved spans: SQL both backends share
 pub mod retention; // what retention deletes
@@ -158,6 +159,10 @@ pub struct IncidentRecord {
     pub status: String,
     pub reason: Option<String>,
     pub resolved_at: Option<UnixMs>,
+    /// Who acknowledged it, when, and why (SPEC §6.2).
+    pub acked_at: Option<UnixMs>,
+    pub acked_by: Option<String>,
+    pub ack_comment: Option<String>,
 }
 
 /// A recorded event that is not a status change.
@@ -244,6 +249,7 @@ pub trait Store:
     checks::CheckStore
     + replicas::ReplicaStore
     + notify::NotifyStore
+    + oncall::OnCallStore
     + lease::LeaseStore
     + locks::LockStore
     + metrics::MetricsStore

@@ -39,9 +39,23 @@ pub struct AlertSource {
     pub last_ping_at: Option<UnixMs>,
     pub last_success_at: Option<UnixMs>,
     pub last_items: Option<i64>,
+    /// The check's `depends_on`: a JSON list of slugs.
+    pub depends_on: String,
+    /// Who acknowledged the incident, when, and why (never for an overlap alert).
+    pub acked_at: Option<UnixMs>,
+    pub acked_by: Option<String>,
+    pub ack_comment: Option<String>,
+    /// What held the incident back at its group's last flush (JSON list of
+    /// `check` labels), as the dispatcher recorded it.
+    pub inhibited_by: Option<String>,
 }
 
 impl AlertSource {
+    /// The checks this one depends on, by slug.
+    pub fn depends_on(&self) -> Vec<String> {
+        serde_json::from_str(&self.depends_on).unwrap_or_default()
+    }
+
     /// True for an overlap alert, false for an incident.
     pub fn is_overlap(&self) -> bool {
         self.incident_id < 0
@@ -269,7 +283,8 @@ pub(crate) fn placeholders(first: usize, n: usize) -> String {
 pub(crate) const ALERT_SOURCE_SQL: &str = "SELECT c.id AS check_id, c.uuid, c.slug, c.name, c.labels, c.paused, \
      s.status, s.reason, s.quiet, \
      i.id AS incident_id, i.opened_at, i.status AS incident_status, i.reason AS incident_reason, i.resolved_at, \
-     st.last_ping_at, st.last_success_at, st.last_items \
+     st.last_ping_at, st.last_success_at, st.last_items, \
+     c.depends_on, i.acked_at, i.acked_by, i.ack_comment, i.inhibited_by \
      FROM incidents i JOIN checks c ON c.id = i.check_id \
      LEFT JOIN check_status s ON s.check_id = c.id \
      LEFT JOIN check_state st ON st.check_id = c.id";
@@ -278,7 +293,9 @@ pub(crate) const ALERT_SOURCE_SQL: &str = "SELECT c.id AS check_id, c.uuid, c.sl
 pub(crate) const OVERLAP_SOURCE_SQL: &str = "SELECT c.id AS check_id, c.uuid, c.slug, c.name, c.labels, c.paused, \
      s.status, s.reason, s.quiet, \
      -o.id AS incident_id, o.opened_at, 'overlap' AS incident_status, NULL AS incident_reason, o.resolved_at, \
-     st.last_ping_at, st.last_success_at, st.last_items \
+     st.last_ping_at, st.last_success_at, st.last_items, \
+     c.depends_on, CAST(NULL AS BIGINT) AS acked_at, CAST(NULL AS TEXT) AS acked_by, \
+     CAST(NULL AS TEXT) AS ack_comment, CAST(NULL AS TEXT) AS inhibited_by \
      FROM overlap_alerts o JOIN checks c ON c.id = o.check_id \
      LEFT JOIN check_status s ON s.check_id = c.id \
      LEFT JOIN check_state st ON st.check_id = c.id";

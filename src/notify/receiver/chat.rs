@@ -118,18 +118,54 @@ pub(super) fn alert_line(alert: &Alert, markup: Markup) -> String {
             Markup::Markdown => out.push_str(&format!(" [open]({})", link.replace(')', "%29"))),
         }
     }
+    if let Some(ack) = alert.annotations.get("acknowledge") {
+        match markup {
+            Markup::Plain => out.push_str(&format!(" — acknowledge: {ack}")),
+            Markup::Html => out.push_str(&format!(
+                " <a href=\"{}\">acknowledge</a>",
+                escape(ack, Markup::Html)
+            )),
+            Markup::Markdown => {
+                out.push_str(&format!(" [acknowledge]({})", ack.replace(')', "%29")))
+            }
+        }
+    }
     out
+}
+
+/// The lines that list the acknowledged alerts, under "Acknowledged".
+pub(super) fn acknowledged_lines(message: &Message, markup: Markup) -> Vec<String> {
+    if message.acknowledged.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec![match markup {
+        Markup::Plain => "Acknowledged:".to_string(),
+        Markup::Html => "<b>Acknowledged:</b>".to_string(),
+        Markup::Markdown => "**Acknowledged:**".to_string(),
+    }];
+    for k in &message.acknowledged {
+        let at = k.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let comment = k
+            .comment
+            .as_deref()
+            .map(|c| format!(": {c}"))
+            .unwrap_or_default();
+        let text = format!("{} — by {} at {at}{comment}", k.check, k.by);
+        lines.push(escape(&text, markup));
+    }
+    lines
 }
 
 /// `head`, then a line per alert (firing first), within `max` characters:
 /// the alerts that do not fit (and those the message itself left out) are
 /// counted in a last line "… and N more".
 pub(super) fn within(message: &Message, markup: Markup, head: &str, max: usize) -> String {
-    let lines: Vec<String> = message
+    let mut lines: Vec<String> = message
         .alerts
         .iter()
         .map(|a| alert_line(a, markup))
         .collect();
+    lines.extend(acknowledged_lines(message, markup));
     let left_out = usize::try_from(message.truncated_alerts).unwrap_or(usize::MAX);
     let mut out = cut(head, max);
     let mut used = out.chars().count();

@@ -86,7 +86,14 @@ impl Opsgenie {
                 create_body(message, &alias, &self.priority, &text),
             )
         } else {
-            let path = format!("v2/alerts/{alias}/close");
+            // Still open but acknowledged (SPEC §6.2): acknowledge the
+            // Opsgenie alert rather than close it.
+            let verb = if message.acknowledged.is_empty() {
+                "close"
+            } else {
+                "acknowledge"
+            };
+            let path = format!("v2/alerts/{alias}/{verb}");
             let mut url = self.endpoint(&path)?;
             url.query_pairs_mut().append_pair("identifierType", "alias");
             (url, close_body(message))

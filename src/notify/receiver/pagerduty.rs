@@ -103,7 +103,15 @@ pub fn dedup_key(message: &Message) -> String {
 /// The Events API v2 event for `message`.
 pub fn event(message: &Message, routing_key: &str, severity: &str, summary: &str) -> Value {
     let firing = message.firing().count();
-    let action = if firing > 0 { "trigger" } else { "resolve" };
+    // A group whose firing alerts are all acknowledged is acknowledged on
+    // PagerDuty's side too, not resolved (SPEC §6.2).
+    let action = if firing > 0 {
+        "trigger"
+    } else if !message.acknowledged.is_empty() {
+        "acknowledge"
+    } else {
+        "resolve"
+    };
     let list = |status: AlertStatus| -> Value {
         let alerts: Vec<&Alert> = message
             .alerts
@@ -201,6 +209,19 @@ mod tests {
             .contains("RESOLVED"));
         // One group, one PagerDuty alert: the same key for both.
         assert_eq!(e["dedup_key"], e2["dedup_key"]);
+        // Nothing fires, but an acknowledged alert is still open: the
+        // PagerDuty incident is acknowledged, not resolved.
+        let mut acked = r.clone();
+        acked.acknowledged.push(crate::notify::message::AckedAlert {
+            check: "c".into(),
+            by: "ana".into(),
+            at: chrono::Utc::now(),
+            comment: None,
+            link: String::new(),
+        });
+        let e3 = event(&acked, "rk", "critical", &default_subject(&acked));
+        assert_eq!(e3["event_action"], "acknowledge");
+        assert_eq!(e3["dedup_key"], e["dedup_key"]);
     }
 
     #[test]

@@ -82,7 +82,8 @@ pub fn slack_body(message: &Message, channel: Option<&str>, username: Option<&st
     })];
     let alerts = &message.alerts;
     let truncated = usize::try_from(message.truncated_alerts).unwrap_or(usize::MAX);
-    let room = MAX_BLOCKS - blocks.len();
+    let acked = !message.acknowledged.is_empty();
+    let room = MAX_BLOCKS - blocks.len() - usize::from(acked);
     // Every alert gets a section if they all fit, counting the overflow line
     // needed for alerts the message itself left out.
     let fits = alerts.len() + usize::from(truncated > 0) <= room;
@@ -93,6 +94,22 @@ pub fn slack_body(message: &Message, channel: Option<&str>, username: Option<&st
     let more = (alerts.len() - shown).saturating_add(truncated);
     if more > 0 {
         blocks.push(section(&format!("… and {more} more")));
+    }
+    if acked {
+        let lines: Vec<String> = message
+            .acknowledged
+            .iter()
+            .map(|k| {
+                let comment = k.comment.as_deref().map(|c| format!(": {c}")).unwrap_or_default();
+                escape(&format!(
+                    "{} — by {} at {}{comment}",
+                    k.check,
+                    k.by,
+                    k.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ))
+            })
+            .collect();
+        blocks.push(section(&format!("*Acknowledged:*\n{}", lines.join("\n"))));
     }
     let mut body = json!({
         "text": subject,
@@ -152,6 +169,9 @@ fn alert_text(alert: &Alert) -> String {
     if let Some(summary) = alert.annotations.get("summary") {
         out.push('\n');
         out.push_str(&escape(summary));
+    }
+    if let Some(ack) = alert.annotations.get("acknowledge") {
+        out.push_str(&format!("\n<{}|Acknowledge>", escape_url(ack)));
     }
     out
 }

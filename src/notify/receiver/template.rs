@@ -186,6 +186,7 @@ pub(super) mod tests {
             external_url: "http://overdue".into(),
             alerts,
             idempotency_key: "key-1".into(),
+            acknowledged: Vec::new(),
         };
         m.finish();
         m

@@ -168,6 +168,7 @@ impl Store for PgStore {
 }
 
 crate::store::notify::impl_notify_store!(PgStore);
+crate::store::oncall::impl_oncall_store!(PgStore);
 crate::store::metrics::impl_metrics_store!(PgStore);
 crate::store::keys::impl_key_store!(PgStore);
 crate::store::checks::impl_check_store!(PgStore);

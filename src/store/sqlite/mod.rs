@@ -308,6 +308,7 @@ impl crate::store::lease::LeaseStore for SqliteStore {
 }
 
 crate::store::notify::impl_notify_store!(SqliteStore);
+crate::store::oncall::impl_oncall_store!(SqliteStore);
 crate::store::metrics::impl_metrics_store!(SqliteStore);
 crate::store::keys::impl_key_store!(SqliteStore);
 crate::store::checks::impl_check_store!(SqliteStore);

@@ -1,0 +1,376 @@
+//! Acknowledging incidents end to end (SPEC §6.2): the signed link every
+//! message carries (followed with curl, as a person's browser would), the
+//! API routes, the dashboard's button, reminders, resolves, and what later
+//! notifications list; with a real webhook receiver and a real SMTP server.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::sinks::{Request, SmtpOptions, SmtpSink, WebhookSink};
+use common::TestServer;
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(20);
+const BASE_URL: &str = "http://overdue.test";
+
+async fn create(server: &TestServer, slug: &str) -> String {
+    server
+        .create_check(json!({"slug": slug, "name": format!("Job {slug}"), "interval": "1h"}))
+        .await["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+async fn ping(server: &TestServer, path: &str) {
+    let (status, body) = server.ping(path).await;
+    assert_eq!(status, 200, "{path}: {body}");
+}
+
+/// The newest incident of a check.
+async fn incident(server: &TestServer, slug: &str) -> Value {
+    let v = server
+        .get_json(&format!("/api/v1/checks/{slug}/incidents"))
+        .await;
+    v["incidents"][0].clone()
+}
+
+/// The checks of a webhook body's alerts in this state.
+fn checks(body: &Value, status: &str) -> Vec<String> {
+    let mut v: Vec<String> = body["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["status"] == status)
+        .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+fn acked_checks(body: &Value) -> Vec<String> {
+    let mut v: Vec<String> = body["acknowledged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["check"].as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The acknowledge link of a check's firing alert in a webhook body,
+/// pointed at the test server instead of the configured base URL.
+fn ack_link(server: &TestServer, body: &Value, check: &str) -> String {
+    let alert = body["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["labels"]["check"] == check && a["status"] == "firing")
+        .unwrap_or_else(|| panic!("{check} firing in {body:#}"));
+    let link = alert["annotations"]["acknowledge"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an acknowledge link in {alert:#}"));
+    let path = link
+        .strip_prefix(BASE_URL)
+        .unwrap_or_else(|| panic!("{link} starts with the base URL"));
+    assert!(path.starts_with("/ack/"), "{link}");
+    server.url(path)
+}
+
+/// curl, as a person following the link would: (status, body).
+fn curl(args: &[&str]) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "--noproxy", "*", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .expect("curl runs");
+    assert!(out.status.success(), "curl {args:?}: {out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    (code.trim().parse().unwrap(), body.to_string())
+}
+
+/// Waits for the `n`th webhook call and returns its body.
+async fn call(hook: &WebhookSink, n: usize) -> Value {
+    let calls: Vec<Request> = hook.wait_for(n, WAIT).await;
+    calls[n - 1].json()
+}
+
+/// Asserts that no further webhook call comes within `d`.
+async fn quiet_for(hook: &WebhookSink, d: Duration) {
+    let before = hook.requests().len();
+    tokio::time::sleep(d).await;
+    let after = hook.requests();
+    assert_eq!(
+        after.len(),
+        before,
+        "no call expected: {:#?}",
+        after[before..].iter().map(Request::json).collect::<Vec<_>>()
+    );
+}
+
+fn config(hook: &WebhookSink, smtp: Option<&SmtpSink>) -> String {
+    let mail = smtp.map_or(String::new(), |s| {
+        format!(
+            r#"
+[[receivers]]
+name = "mail"
+type = "email"
+to = ["oncall@example.com"]
+smtp = {{ host = "127.0.0.1", port = {}, tls = "none", from = "overdue@example.com" }}
+
+[[route.routes]]
+receiver = "mail"
+continue = true
+"#,
+            s.port()
+        )
+    });
+    format!(
+        r#"
+base_url = "{BASE_URL}"
+
+[[receivers]]
+name = "hook"
+type = "webhook"
+url = "{url}"
+
+[route]
+receiver = "hook"
+group_by = ["alertname"]
+group_wait = "300ms"
+group_interval = "500ms"
+repeat_interval = "3s"
+{mail}"#,
+        url = hook.url("/hook"),
+    )
+}
+
+both_backends!(
+    an_acknowledged_incident_is_left_out_of_reminders_and_resolves,
+    |backend| async move {
+        let hook = WebhookSink::start().await;
+        let smtp = SmtpSink::start(SmtpOptions::default());
+        let server = TestServer::start(backend, &config(&hook, smtp.as_ref())).await;
+        let a = create(&server, "a").await;
+        let b = create(&server, "b").await;
+        ping(&server, &format!("/ping/{a}/fail")).await;
+        ping(&server, &format!("/ping/{b}/fail")).await;
+
+        // The first notification lists both, each with its own link.
+        let mut first = call(&hook, 1).await;
+        if checks(&first, "firing").len() < 2 {
+            first = call(&hook, 2).await;
+        }
+        assert_eq!(checks(&first, "firing"), ["a", "b"], "{first:#}");
+        assert_eq!(first["acknowledged"], json!([]));
+        let link_a = ack_link(&server, &first, "a");
+        assert_ne!(link_a, ack_link(&server, &first, "b"));
+        let id_a = incident(&server, "a").await["id"].as_i64().unwrap();
+        assert!(link_a.contains(&format!("/ack/{id_a}.")), "{link_a}");
+
+        // GET shows a confirmation page and acknowledges nothing (mail
+        // scanners follow links).
+        for _ in 0..3 {
+            let (status, page) = curl(&[&link_a]);
+            assert_eq!(status, 200, "{page}");
+            assert!(page.contains("Job a") && page.contains("<form method=\"post\""), "{page}");
+        }
+        let i = server.get_json(&format!("/api/v1/incidents/{id_a}")).await;
+        assert_eq!(i["acknowledged"], Value::Null, "{i:#}");
+
+        // An altered token is refused, by GET and by POST.
+        let mut altered = link_a.clone();
+        let last = altered.pop().unwrap();
+        altered.push(if last == 'A' { 'B' } else { 'A' });
+        let other_id = link_a.replace(&format!("/ack/{id_a}."), &format!("/ack/{}.", id_a + 1));
+        for bad in [&altered, &other_id] {
+            assert_eq!(curl(&[bad]).0, 403, "{bad}");
+            assert_eq!(curl(&["-X", "POST", "-d", "by=eve", bad]).0, 403, "{bad}");
+        }
+        let i = server.get_json(&format!("/api/v1/incidents/{id_a}")).await;
+        assert_eq!(i["acknowledged"], Value::Null, "{i:#}");
+
+        // POST acknowledges, naming who and why; it sends nothing by itself.
+        let calls_before = hook.requests().len();
+        let (status, page) = curl(&["-d", "by=ana", "-d", "comment=restarting the db", &link_a]);
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains("Acknowledged by <strong>ana</strong>"), "{page}");
+        let i = server.get_json(&format!("/api/v1/incidents/{id_a}")).await;
+        assert_eq!(i["acknowledged"]["by"], "ana", "{i:#}");
+        assert_eq!(i["acknowledged"]["comment"], "restarting the db");
+        let listed = incident(&server, "a").await;
+        assert_eq!(listed["acknowledged"]["by"], "ana", "{listed:#}");
+        // A second acknowledgement leaves the first standing.
+        let (status, _) = curl(&["-d", "by=bob", &link_a]);
+        assert_eq!(status, 200);
+        let i = server.get_json(&format!("/api/v1/incidents/{id_a}")).await;
+        assert_eq!(i["acknowledged"]["by"], "ana");
+        let metrics = server.client.get(server.url("/metrics")).send().await.unwrap();
+        let metrics = metrics.text().await.unwrap();
+        assert!(
+            metrics.lines().any(|l| l == "overdue_incidents_acknowledged 1"),
+            "{metrics}"
+        );
+
+        // The reminder at repeat_interval lists b only, and a as acknowledged.
+        let reminder = call(&hook, calls_before + 1).await;
+        assert_eq!(checks(&reminder, "firing"), ["b"], "{reminder:#}");
+        assert_eq!(acked_checks(&reminder), ["a"], "{reminder:#}");
+        assert_eq!(reminder["acknowledged"][0]["by"], "ana");
+        assert!(reminder["acknowledged"][0]["at"].is_string());
+
+        // b acknowledged through the API: nothing fires, so no reminder.
+        let id_b = incident(&server, "b").await["id"].as_i64().unwrap();
+        let r = server
+            .client
+            .post(server.url(&format!("/api/v1/incidents/{id_b}/ack")))
+            .json(&json!({"by": "bob"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["acknowledged"]["by"], "bob", "{v:#}");
+        quiet_for(&hook, Duration::from_secs(7)).await;
+
+        // a recovers: its resolve is sent, b still listed as acknowledged.
+        let n = hook.requests().len();
+        ping(&server, &format!("/ping/{a}")).await;
+        let resolve = call(&hook, n + 1).await;
+        assert_eq!(checks(&resolve, "resolved"), ["a"], "{resolve:#}");
+        assert_eq!(checks(&resolve, "firing"), Vec::<String>::new());
+        assert_eq!(acked_checks(&resolve), ["b"], "{resolve:#}");
+        // The link expired with the incident.
+        let (status, page) = curl(&[&link_a]);
+        assert_eq!(status, 410, "{page}");
+        assert_eq!(curl(&["-X", "POST", &link_a]).0, 410);
+
+        // A new incident of a is not acknowledged: announced again.
+        ping(&server, &format!("/ping/{a}/fail")).await;
+        let again = call(&hook, n + 2).await;
+        assert_eq!(checks(&again, "firing"), ["a"], "{again:#}");
+        assert_ne!(ack_link(&server, &again, "a"), link_a);
+
+        // Mail: the link in the first mail, "Acknowledged" in a later one.
+        if let Some(smtp) = smtp {
+            let mails = smtp.wait_for(4, WAIT).await;
+            let text = |m: &common::sinks::SmtpMessage| m.text.clone().unwrap_or_default();
+            let first_mail = text(&mails[0]);
+            assert!(
+                first_mail.contains(&format!("acknowledge: {BASE_URL}/ack/{id_a}.")),
+                "{first_mail}"
+            );
+            assert!(
+                mails.iter().any(|m| text(m).contains("Acknowledged (1):")
+                    && text(m).contains("a — by ana at")),
+                "{:#?}",
+                mails.iter().map(text).collect::<Vec<_>>()
+            );
+        }
+        server.stop().await;
+    }
+);
+
+both_backends!(
+    the_api_acknowledges_and_takes_back_with_clear_errors,
+    |backend| async move {
+        let hook = WebhookSink::start().await;
+        let server = TestServer::start(backend, &config(&hook, None)).await;
+        let a = create(&server, "a").await;
+        ping(&server, &format!("/ping/{a}/fail")).await;
+        let first = call(&hook, 1).await;
+        assert_eq!(checks(&first, "firing"), ["a"]);
+        let id = incident(&server, "a").await["id"].as_i64().unwrap();
+        let url = server.url(&format!("/api/v1/incidents/{id}/ack"));
+        let http = &server.client;
+
+        // Bad bodies name what is wrong.
+        let r = http.post(&url).json(&json!({"by": "x".repeat(201)})).send().await.unwrap();
+        assert_eq!(r.status(), 400);
+        let e: Value = r.json().await.unwrap();
+        assert!(e.to_string().contains("by"), "{e}");
+        let r = http.post(&url).json(&json!({"who": "x"})).send().await.unwrap();
+        assert_eq!(r.status(), 400);
+        assert!(r.text().await.unwrap().contains("who"));
+        let r = http
+            .post(server.url("/api/v1/incidents/999999/ack"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404);
+
+        // No body at all: acknowledged by "api".
+        let r = http.post(&url).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["acknowledged"]["by"], "api", "{v:#}");
+        assert_eq!(v["check"], "a");
+
+        // The dashboard shows who acknowledged it.
+        let page = http
+            .get(server.url(&format!("/checks/{a}")))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(page.contains("class=\"acked-by\">api</strong>"), "{page}");
+
+        // Taken back: reminders start again at repeat_interval.
+        let n = hook.requests().len();
+        let r = http.delete(&url).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["acknowledged"], Value::Null);
+        let reminder = call(&hook, n + 1).await;
+        assert_eq!(checks(&reminder, "firing"), ["a"], "{reminder:#}");
+
+        // The dashboard's button acknowledges through the signed link.
+        let page = http
+            .get(server.url(&format!("/checks/{a}")))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let action = page
+            .split("<form method=\"post\" action=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or_else(|| panic!("an acknowledge form in {page}"))
+            // The attribute is HTML-escaped, as a browser reads it.
+            .replace("&#x2f;", "/");
+        let action = action.as_str();
+        assert!(action.starts_with(&format!("/ack/{id}.")), "{action}");
+        let r = http
+            .post(server.url(action))
+            .form(&[("by", "dash")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let i = server.get_json(&format!("/api/v1/incidents/{id}")).await;
+        assert_eq!(i["acknowledged"]["by"], "dash");
+
+        // Resolved: acknowledging is a conflict.
+        ping(&server, &format!("/ping/{a}")).await;
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let r = http.post(&url).send().await.unwrap();
+            if r.status() == 409 {
+                assert!(r.text().await.unwrap().contains("resolved"));
+                break;
+            }
+            assert!(Instant::now() < deadline, "still acknowledgeable");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(http.delete(&url).send().await.unwrap().status(), 409);
+        server.stop().await;
+    }
+);
