@@ -125,6 +125,9 @@ smtp = {{ host = "127.0.0.1", port = {}, tls = "none", from = "overdue@example.c
 [[route.routes]]
 receiver = "mail"
 continue = true
+
+[[route.routes]]
+receiver = "hook"
 "#,
             s.port()
         )
