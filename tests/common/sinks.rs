@@ -479,6 +479,11 @@ impl Alertmanager {
     /// Starts it and waits for `/-/ready`; `None` (after printing why) when
     /// no binary is installed and `CI` is not set.
     pub async fn start() -> Option<Alertmanager> {
+        Self::start_with("route:\n  receiver: blackhole\nreceivers:\n  - name: blackhole\n").await
+    }
+
+    /// Starts it with this configuration (YAML).
+    pub async fn start_with(yaml: &str) -> Option<Alertmanager> {
         let Some(binary) = Self::binary() else {
             super::peer_missing(
                 "Alertmanager test",
@@ -489,11 +494,7 @@ impl Alertmanager {
         };
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("alertmanager.yml");
-        std::fs::write(
-            &config,
-            "route:\n  receiver: blackhole\nreceivers:\n  - name: blackhole\n",
-        )
-        .unwrap();
+        std::fs::write(&config, yaml).unwrap();
         let mut child = Command::new(binary)
             .arg("--web.listen-address=127.0.0.1:0")
             .arg("--cluster.listen-address=")
