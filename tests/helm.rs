@@ -256,6 +256,10 @@ fn the_schema_rejects_invalid_combinations() {
             json!({"config": {"api_keys": [{"name": "ops", "scope": "write", "key": "k"}]}}),
             "/config/api_keys/0/key",
         ),
+        (
+            json!({"config": {"link_secret": "0123456789abcdef"}}),
+            "/config/link_secret",
+        ),
     ];
     for (set, location) in cases {
         // helm lint reports it …

@@ -82,6 +82,12 @@ impl Held {
         self.src.resolved_at.is_none()
     }
 
+    /// An open alert of a check that is not paused: what inhibit rules
+    /// take as their sources.
+    fn source(&self) -> bool {
+        self.open() && !self.src.paused
+    }
+
     /// An incident of a check that is down or stalled now: what holds the
     /// checks that depend on it.
     fn failing(&self) -> bool {
@@ -228,9 +234,10 @@ impl Dispatcher {
         self.holding = None;
         if let Some(held) = self.alerts.get_mut(&id) {
             let was_held = held.src.quiet == Some(true);
-            let was_failing = held.failing();
+            let was = (held.failing(), held.source());
             held.src = src;
-            if was_failing && !held.failing() {
+            // What held others back may have stopped doing so.
+            if (was.0 && !held.failing()) || (was.1 && !held.source()) {
                 self.release(now);
             }
             let Some(held) = self.alerts.get_mut(&id) else {
@@ -461,7 +468,7 @@ impl Dispatcher {
         let mut released = false;
         for id in ids.iter().filter(|id| !found.contains(id)) {
             if let Some(h) = self.alerts.get_mut(id) {
-                released |= h.failing();
+                released |= h.source();
                 h.src.resolved_at = Some(now);
                 self.holding = None;
             }
@@ -632,7 +639,7 @@ impl Dispatcher {
                 let candidates: Vec<Candidate<'_>> = self
                     .alerts
                     .iter()
-                    .filter(|(_, h)| h.open() && !h.src.paused)
+                    .filter(|(_, h)| h.source())
                     .map(|(id, h)| Candidate {
                         id: *id,
                         labels: &h.labels,
