@@ -646,6 +646,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/keys"),
     ("DELETE", "/keys/{id}"),
     ("POST", "/reload"),
+    ("GET", "/incidents/{id}"),
+    ("POST", "/incidents/{id}/ack"),
+    ("DELETE", "/incidents/{id}/ack"),
 ];
 
 #[tokio::test]
