@@ -98,6 +98,11 @@ pub struct PingArgs {
     /// A run that was not started, and why (never changes the status).
     #[arg(long, value_name = "REASON", group = "kind")]
     pub skip: Option<String>,
+    /// Not a ping: silence the check's alerts for this long from now (1s to
+    /// 7 days; a later snooze replaces it). Prints when it ends.
+    #[arg(long, value_name = "DURATION", group = "kind", value_parser = parse_duration_arg,
+          conflicts_with_all = ["items", "rid", "body_file"])]
+    pub snooze: Option<std::time::Duration>,
     /// How many new items the run produced.
     #[arg(long, value_name = "N")]
     pub items: Option<u64>,
@@ -332,8 +337,12 @@ async fn ping(args: PingArgs) -> i32 {
         (_, _, true, ..) => PingKind::Log,
         (_, _, _, Some(code), _) => PingKind::Exit(code),
         (.., Some(reason)) => PingKind::Skip(reason),
-        _ => PingKind::Success,
+        _ => match args.snooze {
+            Some(d) => PingKind::Snooze(d),
+            None => PingKind::Success,
+        },
     };
+    let snooze = matches!(kind, PingKind::Snooze(_));
     let body = match &args.body_file {
         None => Vec::new(),
         Some(p) if p.as_os_str() == "-" => {
@@ -368,7 +377,12 @@ async fn ping(args: PingArgs) -> i32 {
     let client = crate::client::http(args.timeout);
     let retry = retry_of(args.timeout, args.target.retries);
     match crate::client::send(&client, &url, &ping, retry).await {
-        Ok(_) => 0,
+        Ok(answer) => {
+            if snooze {
+                crate::client::print(&crate::client::snoozed(&answer));
+            }
+            0
+        }
         Err(e) => {
             eprintln!("error: ping failed: {e}");
             EXIT_FAILURE

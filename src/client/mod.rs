@@ -31,6 +31,8 @@ pub enum PingKind {
     Exit(u8),
     /// A run that was not started, and why (SPEC §13).
     Skip(String),
+    /// Not a ping: silence the check's alerts for this long (SPEC §4).
+    Snooze(Duration),
 }
 
 impl PingKind {
@@ -42,6 +44,7 @@ impl PingKind {
             PingKind::Log => "/log".into(),
             PingKind::Exit(code) => format!("/{code}"),
             PingKind::Skip(_) => "/skip".into(),
+            PingKind::Snooze(_) => "/snooze".into(),
         }
     }
 }
@@ -86,8 +89,10 @@ pub fn ping_url(target: &str, server: &str, ping: &Ping) -> Result<String, Strin
     if let Some(rid) = ping.rid {
         params.push(("rid", rid.to_string()));
     }
-    if let PingKind::Skip(reason) = &ping.kind {
-        params.push(("reason", reason.clone()));
+    match &ping.kind {
+        PingKind::Skip(reason) => params.push(("reason", reason.clone())),
+        PingKind::Snooze(d) => params.push(("for", humantime::format_duration(*d).to_string())),
+        _ => {}
     }
     endpoint_url(target, server, &ping.kind.suffix(), &params)
 }
@@ -300,6 +305,25 @@ pub fn checks_table(list: &serde_json::Value) -> String {
     out
 }
 
+/// What `overdue ping --snooze` prints of the server's answer: what is
+/// silenced, until when, and the silence's id (to delete it early).
+pub fn snoozed(answer: &str) -> String {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(answer) else {
+        return format!("{}\n", answer.trim());
+    };
+    let text = |k: &str| v[k].as_str().unwrap_or("?").to_string();
+    let matchers: Vec<&str> = v["matchers"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m.as_str()).collect())
+        .unwrap_or_default();
+    format!(
+        "snoozed {} until {} (silence {})\n",
+        matchers.join(", "),
+        text("ends_at"),
+        text("silence")
+    )
+}
+
 /// Writes to stdout, ignoring a closed pipe.
 pub fn print(text: &str) {
     let mut out = std::io::stdout().lock();
@@ -334,6 +358,26 @@ mod tests {
             "https://x/ping/key/slug/3?create=1&items=12"
         );
         assert!(ping_url("not-a-uuid", "http://h", &p).is_err());
+    }
+
+    #[test]
+    fn a_snooze_asks_for_its_length_and_says_until_when() {
+        let u = "0b8e6a4e-51f4-4d7c-9d2d-2a1a3f6c7e11";
+        let p = ping(PingKind::Snooze(Duration::from_secs(5400)));
+        assert_eq!(
+            ping_url(u, "http://h:1", &p).unwrap(),
+            format!("http://h:1/ping/{u}/snooze?for=1h+30m")
+        );
+        assert_eq!(
+            ping_url("https://x/ping/key/slug", "", &p).unwrap(),
+            "https://x/ping/key/slug/snooze?for=1h+30m"
+        );
+        let answer = r#"{"silence":"snooze-x","matchers":["check=\"slug\""],"ends_at":"2026-01-01T02:00:00.000Z"}"#;
+        assert_eq!(
+            snoozed(answer),
+            "snoozed check=\"slug\" until 2026-01-01T02:00:00.000Z (silence snooze-x)\n"
+        );
+        assert_eq!(snoozed("OK"), "OK\n");
     }
 
     #[test]

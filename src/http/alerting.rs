@@ -20,7 +20,7 @@ use crate::domain::check::FieldError;
 use crate::notify::dispatch::DispatchNotice;
 use crate::notify::route::GroupBy;
 use crate::notify::silence::{Silence, SilenceInput, SilenceSource};
-use crate::store::notify::{AttemptRecord, NotificationFilter, NotificationRecord, SilenceRecord};
+use crate::store::notify::{AttemptRecord, NotificationFilter, NotificationRecord};
 
 /// The alerting routes, relative to `/api/v1`.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -280,23 +280,7 @@ async fn store_silence(
     }
     let now = clock::now_ms();
     let silence = Silence::from_input(input, id, SilenceSource::Api, now).map_err(invalid)?;
-    let rec = SilenceRecord {
-        id: silence.id.clone(),
-        matchers: serde_json::to_string(
-            &silence
-                .matchers
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>(),
-        )
-        .unwrap_or_else(|_| "[]".into()),
-        starts_at: silence.starts_at,
-        ends_at: silence.ends_at,
-        comment: silence.comment.clone(),
-        created_by: silence.created_by.clone(),
-        created_at: created_at.unwrap_or(now),
-        updated_at: now,
-    };
+    let rec = crate::notify::silence_record(&silence, created_at.unwrap_or(now), now);
     state.store.put_silence(&rec).await?;
     state.dispatch.notify(DispatchNotice::Silences);
     Ok(silence_view(&silence, now))

@@ -267,7 +267,7 @@ fn bad_request(message: String) -> Response {
     reply(StatusCode::BAD_REQUEST, json!({ "error": message }))
 }
 
-fn reply(status: StatusCode, body: Value) -> Response {
+pub(super) fn reply(status: StatusCode, body: Value) -> Response {
     let mut r = (status, axum::Json(body)).into_response();
     let h = r.headers_mut();
     h.insert(

@@ -1,7 +1,8 @@
 //! The healthchecks.io-compatible ping endpoints (SPEC §4):
 //! `/ping/{uuid}[/start|/fail|/log|/skip|/{exit}]` and
 //! `/ping/{ping_key}/{slug}[/…]`; the job guard's `due`, `lock` and `unlock`
-//! share their URLs and are answered in [`super::guard`].
+//! share their URLs and are answered in [`super::guard`], as does a snooze
+//! (`…/snooze?for=D`), answered in [`super::snooze`].
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -36,6 +37,8 @@ struct Action {
     exit_status: Option<u8>,
     /// A job guard request rather than a ping.
     guard: Option<GuardOp>,
+    /// A snooze rather than a ping.
+    snooze: bool,
 }
 
 /// Where the ping goes.
@@ -50,6 +53,8 @@ enum Target<'a> {
 enum Rejection {
     NotFound,
     BadRequest(&'static str),
+    /// A bad request whose reason names what was given.
+    Invalid(String),
     TooLarge,
 }
 
@@ -125,6 +130,9 @@ async fn answer(
             client,
         )
         .await;
+    }
+    if action.snooze {
+        return snooze(&state, target, query_text.as_deref(), client).await;
     }
     if query.create && !matches!(target, Target::Slug(_)) {
         return reject(
@@ -220,6 +228,49 @@ async fn guard(
     create: bool,
     client: std::net::IpAddr,
 ) -> Response {
+    let check_id = match lookup(state, target, create).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    super::guard::answer(state, check_id, op, method, query, &client.to_string()).await
+}
+
+/// A snooze: `for` is read first, then the check is looked up as for a ping
+/// (never created: a check that does not exist has nothing to silence).
+async fn snooze(
+    state: &AppState,
+    target: Target<'_>,
+    query: Option<&str>,
+    client: std::net::IpAddr,
+) -> Response {
+    let limit = state.config.ping_body_limit;
+    let ask = match super::snooze::parse_query(query) {
+        Ok(a) => a,
+        Err(e) => return reject(&state.metrics, Rejection::Invalid(e), limit),
+    };
+    let check_id = match lookup(state, target, false).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    match super::snooze::answer(state, check_id, &ask, &client.to_string()).await {
+        Ok(r) => r,
+        Err(StoreError::NotFound) => reject(&state.metrics, Rejection::NotFound, limit),
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "cannot store a snooze");
+            state.metrics.ping_rejected(Rejected::Unavailable);
+            respond(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the snooze could not be stored, try again",
+                limit,
+            )
+        }
+    }
+}
+
+/// The check a guard request or a snooze names (created with `create`, as
+/// a ping's `?create=1` would), within its per-check rate limit; else the
+/// answer to give.
+async fn lookup(state: &AppState, target: Target<'_>, create: bool) -> Result<i64, Response> {
     let limit = state.config.ping_body_limit;
     let found = match &target {
         Target::Uuid(u) => state.ingest.resolve_uuid(*u).await,
@@ -230,25 +281,25 @@ async fn guard(
         Ok(None) => match target {
             Target::Slug(slug) if create => match self::create(state, slug).await {
                 Ok((c, _)) => c,
-                Err(_) => return unavailable(&state.metrics, limit),
+                Err(_) => return Err(unavailable(&state.metrics, limit)),
             },
-            _ => return reject(&state.metrics, Rejection::NotFound, limit),
+            _ => return Err(reject(&state.metrics, Rejection::NotFound, limit)),
         },
         Err(e) => {
             tracing::error!(error = %format!("{e:#}"), "cannot look up a check");
-            return unavailable(&state.metrics, limit);
+            return Err(unavailable(&state.metrics, limit));
         }
     };
-    if let Some(r) = over_limit(
+    match over_limit(
         state,
         state.limits.per_check.as_ref(),
         check_id,
         Rejected::RateLimitCheck,
         "to this check ([rate_limit] per_check)",
     ) {
-        return r;
+        Some(r) => Err(r),
+        None => Ok(check_id),
     }
-    super::guard::answer(state, check_id, op, method, query, &client.to_string()).await
 }
 
 /// Creates a check with defaults for `?create=1`; a concurrent create of the
@@ -278,6 +329,7 @@ fn parse_path<'a>(
         kind: PingKind::Success,
         exit_status: None,
         guard: None,
+        snooze: false,
     };
     match parts[..] {
         [code] => Uuid::parse_str(code)
@@ -309,6 +361,15 @@ fn parse_action(segment: &str) -> Result<Option<Action>, Rejection> {
             kind: PingKind::Log,
             exit_status: None,
             guard: Some(op),
+            snooze: false,
+        }));
+    }
+    if segment == "snooze" {
+        return Ok(Some(Action {
+            kind: PingKind::Log,
+            exit_status: None,
+            guard: None,
+            snooze: true,
         }));
     }
     let kind = match segment {
@@ -322,11 +383,13 @@ fn parse_action(segment: &str) -> Result<Option<Action>, Rejection> {
                     kind: PingKind::Success,
                     exit_status: Some(0),
                     guard: None,
+                    snooze: false,
                 })),
                 Ok(code) => Ok(Some(Action {
                     kind: PingKind::Fail,
                     exit_status: Some(code),
                     guard: None,
+                    snooze: false,
                 })),
                 Err(_) => Err(Rejection::BadRequest("invalid url format")),
             };
@@ -337,6 +400,7 @@ fn parse_action(segment: &str) -> Result<Option<Action>, Rejection> {
         kind,
         exit_status: None,
         guard: None,
+        snooze: false,
     }))
 }
 
@@ -401,12 +465,18 @@ fn parse_query(query: Option<&str>) -> Result<Query, Rejection> {
 /// A skip's reason as stored: without control characters (a log line
 /// stays one line), at most [`MAX_REASON`] bytes, cut at a character.
 fn skip_reason(text: &str) -> String {
+    one_line(text, MAX_REASON)
+}
+
+/// `text` trimmed, its control characters made spaces, cut at a character
+/// to at most `max` bytes.
+pub(super) fn one_line(text: &str, max: usize) -> String {
     let clean: String = text
         .trim()
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    let mut end = clean.len().min(MAX_REASON);
+    let mut end = clean.len().min(max);
     while !clean.is_char_boundary(end) {
         end -= 1;
     }
@@ -449,7 +519,16 @@ async fn read_body(body: &mut Body, limit: usize) -> Result<Vec<u8>, BodyError> 
 }
 
 fn respond(status: StatusCode, text: &'static str, limit: usize) -> Response {
-    let mut response = (status, text).into_response();
+    plain(status, text, limit)
+}
+
+/// A plain-text answer with the headers every ping answer carries.
+pub(super) fn plain(
+    status: StatusCode,
+    text: impl Into<std::borrow::Cow<'static, str>>,
+    limit: usize,
+) -> Response {
+    let mut response = (status, text.into()).into_response();
     let h = response.headers_mut();
     h.insert(
         header::ACCESS_CONTROL_ALLOW_ORIGIN,
@@ -466,12 +545,13 @@ fn respond(status: StatusCode, text: &'static str, limit: usize) -> Response {
 fn reject(metrics: &Metrics, r: Rejection, limit: usize) -> Response {
     metrics.ping_rejected(match r {
         Rejection::NotFound => Rejected::NotFound,
-        Rejection::BadRequest(_) => Rejected::BadRequest,
+        Rejection::BadRequest(_) | Rejection::Invalid(_) => Rejected::BadRequest,
         Rejection::TooLarge => Rejected::TooLarge,
     });
     match r {
         Rejection::NotFound => respond(StatusCode::NOT_FOUND, "not found", limit),
         Rejection::BadRequest(why) => respond(StatusCode::BAD_REQUEST, why, limit),
+        Rejection::Invalid(why) => plain(StatusCode::BAD_REQUEST, why, limit),
         Rejection::TooLarge => respond(
             StatusCode::PAYLOAD_TOO_LARGE,
             "ping body too large: at most 16777216 bytes (16 MiB) are accepted; \
@@ -580,6 +660,22 @@ mod tests {
             parse_path("pingkey-123/backup", None).err(),
             Some(Rejection::NotFound)
         );
+    }
+
+    #[test]
+    fn snooze_forms() {
+        let path = format!("{U}/snooze");
+        let (t, a) = parsed(&path).unwrap();
+        assert_eq!(t, Target::Uuid(Uuid::parse_str(U).unwrap()));
+        assert!(a.snooze && a.guard.is_none());
+        let (t, a) = parsed("pingkey-123/backup/snooze").unwrap();
+        assert_eq!(t, Target::Slug("backup"));
+        assert!(a.snooze);
+        // A check whose slug is "snooze" is still pinged by its slug.
+        let (t, a) = parsed("pingkey-123/snooze").unwrap();
+        assert_eq!(t, Target::Slug("snooze"));
+        assert!(!a.snooze);
+        assert!(!parsed(&format!("{U}/fail")).unwrap().1.snooze);
     }
 
     #[test]

@@ -20,4 +20,4 @@ pub mod route; // the routing tree
 mod settings; // receiver and delivery settings
 pub mod silence; // silences
 pub mod time_interval; // mute time intervals
-pub use settings::{silence_from_record, DeliverySettings, NotifyConfig};
+pub use settings::{silence_from_record, silence_record, DeliverySettings, NotifyConfig};

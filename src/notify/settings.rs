@@ -95,6 +95,22 @@ impl NotifyConfig {
     }
 }
 
+/// A silence as it is stored: created at `created_at` (kept when it
+/// replaces a stored one), changed at `now`.
+pub fn silence_record(s: &Silence, created_at: UnixMs, now: UnixMs) -> SilenceRecord {
+    let matchers: Vec<String> = s.matchers.iter().map(ToString::to_string).collect();
+    SilenceRecord {
+        id: s.id.clone(),
+        matchers: serde_json::to_string(&matchers).unwrap_or_else(|_| "[]".into()),
+        starts_at: s.starts_at,
+        ends_at: s.ends_at,
+        comment: s.comment.clone(),
+        created_by: s.created_by.clone(),
+        created_at,
+        updated_at: now,
+    }
+}
+
 /// A stored silence, validated again as it is read.
 pub fn silence_from_record(rec: &SilenceRecord, now: UnixMs) -> Result<Silence, String> {
     let matchers: Vec<String> =
