@@ -365,6 +365,7 @@ mod tests {
             source: source.to_string(),
             created_at: 0,
             summary: Summary::default(),
+            inhibited_by: Vec::new(),
         }
     }
 
