@@ -528,11 +528,17 @@ mod tests {
         let spec =
             CheckSpec::from_input(input(r#"{"slug":"app","depends_on":["db","dns"]}"#)).unwrap();
         assert_eq!(spec.depends_on, ["db", "dns"]);
-        assert!(CheckSpec::from_input(input("{}")).unwrap().depends_on.is_empty());
+        assert!(CheckSpec::from_input(input("{}"))
+            .unwrap()
+            .depends_on
+            .is_empty());
         for (bad, why) in [
             (r#"{"slug":"app","depends_on":["Bad Slug"]}"#, "lowercase"),
             (r#"{"slug":"app","depends_on":["db","db"]}"#, "listed twice"),
-            (r#"{"slug":"app","depends_on":["app"]}"#, "this check itself"),
+            (
+                r#"{"slug":"app","depends_on":["app"]}"#,
+                "this check itself",
+            ),
             (r#"{"depends_on":[""]}"#, "1 to 100"),
         ] {
             let errs = CheckSpec::from_input(input(bad)).unwrap_err();
@@ -542,7 +548,11 @@ mod tests {
         let many: Vec<String> = (0..51).map(|i| format!("c{i}")).collect();
         let json = serde_json::json!({ "depends_on": many }).to_string();
         let errs = CheckSpec::from_input(input(&json)).unwrap_err();
-        assert!(errs[0].message.contains("at most 50"), "{}", errs[0].message);
+        assert!(
+            errs[0].message.contains("at most 50"),
+            "{}",
+            errs[0].message
+        );
         let fifty: Vec<String> = (0..50).map(|i| format!("c{i}")).collect();
         let json = serde_json::json!({ "depends_on": fifty }).to_string();
         assert!(CheckSpec::from_input(input(&json)).is_ok());

@@ -83,7 +83,11 @@ impl Graph {
     /// One shortest cycle through `start` (first and last element `start`),
     /// moving only through `within` when given. Breadth-first, so linear in
     /// the size of the graph.
-    pub fn cycle_through(&self, start: &str, within: Option<&HashSet<&str>>) -> Option<Vec<String>> {
+    pub fn cycle_through(
+        &self,
+        start: &str,
+        within: Option<&HashSet<&str>>,
+    ) -> Option<Vec<String>> {
         let mut parent: HashMap<&str, &str> = HashMap::new();
         let mut queue: VecDeque<&str> = VecDeque::from([start]);
         while let Some(v) = queue.pop_front() {
@@ -115,11 +119,23 @@ impl Graph {
     /// through its first slug), ordered by that slug: what a whole config
     /// file is refused for.
     pub fn cycles(&self) -> Vec<Vec<String>> {
+        self.cycles_where(|_| true)
+    }
+
+    /// The cycles through any of `slugs`, one per strongly connected set of
+    /// checks (the shortest through the first of `slugs` in it): what a
+    /// reload that writes these checks is refused for, while a cycle among
+    /// other checks is not its business.
+    pub fn cycles_through_any(&self, slugs: &HashSet<&str>) -> Vec<Vec<String>> {
+        self.cycles_where(|s| slugs.contains(s))
+    }
+
+    fn cycles_where(&self, wanted: impl Fn(&str) -> bool) -> Vec<Vec<String>> {
         let mut out: Vec<Vec<String>> = self
             .components()
             .into_iter()
             .filter_map(|comp| {
-                let first = *comp.iter().min()?;
+                let first = comp.iter().copied().filter(|s| wanted(s)).min()?;
                 let set: HashSet<&str> = comp.iter().copied().collect();
                 self.cycle_through(first, Some(&set))
             })
@@ -222,11 +238,7 @@ mod tests {
 
     #[test]
     fn no_problem_in_a_tree() {
-        let g = graph(&[
-            ("app", &["db", "dns"]),
-            ("db", &["dns"]),
-            ("dns", &[]),
-        ]);
+        let g = graph(&[("app", &["db", "dns"]), ("db", &["dns"]), ("dns", &[])]);
         assert!(g.problems(Some("app"), &strings(&["db", "dns"])).is_empty());
         assert!(g.cycles().is_empty());
     }
@@ -257,7 +269,10 @@ mod tests {
             [DependsError::Cycle(strings(&["a", "b", "a"]))]
         );
         let g = graph(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"])]);
-        assert_eq!(g.cycle_through("b", None), Some(strings(&["b", "c", "a", "b"])));
+        assert_eq!(
+            g.cycle_through("b", None),
+            Some(strings(&["b", "c", "a", "b"]))
+        );
         assert_eq!(
             DependsError::Cycle(strings(&["a", "b", "c", "a"])).to_string(),
             "makes a cycle: a → b → c → a"
@@ -268,7 +283,12 @@ mod tests {
     #[test]
     fn the_shortest_cycle_is_reported() {
         // a → b → c → d → a and a → d → a: the short one names fewer checks.
-        let g = graph(&[("a", &["b", "d"]), ("b", &["c"]), ("c", &["d"]), ("d", &["a"])]);
+        let g = graph(&[
+            ("a", &["b", "d"]),
+            ("b", &["c"]),
+            ("c", &["d"]),
+            ("d", &["a"]),
+        ]);
         assert_eq!(g.cycle_through("a", None), Some(strings(&["a", "d", "a"])));
     }
 
@@ -285,6 +305,21 @@ mod tests {
         assert!(g.problems(Some("x"), &strings(&["a"])).is_empty());
         // But the whole graph has it.
         assert_eq!(g.cycles(), [strings(&["a", "b", "a"])]);
+    }
+
+    #[test]
+    fn cycles_through_any_leaves_other_cycles_alone() {
+        let g = graph(&[
+            ("a", &["b"]),
+            ("b", &["a"]),
+            ("x", &["y"]),
+            ("y", &["z"]),
+            ("z", &["x"]),
+        ]);
+        let only = |slugs: &[&str]| g.cycles_through_any(&slugs.iter().copied().collect());
+        assert_eq!(only(&["y"]), [strings(&["y", "z", "x", "y"])]);
+        assert_eq!(only(&["b", "free"]), [strings(&["b", "a", "b"])]);
+        assert!(only(&["free"]).is_empty());
     }
 
     #[test]
@@ -336,7 +371,12 @@ mod tests {
     /// Naive: can `from` reach `to` in one or more steps?
     fn reaches(edges: &BTreeMap<String, Vec<String>>, from: &str, to: &str) -> bool {
         let mut seen = HashSet::new();
-        let mut todo: Vec<&str> = edges.get(from).into_iter().flatten().map(String::as_str).collect();
+        let mut todo: Vec<&str> = edges
+            .get(from)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
         while let Some(v) = todo.pop() {
             if v == to {
                 return true;
