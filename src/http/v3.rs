@@ -263,8 +263,9 @@ fn check_json(state: &AppState, check: Check, readonly: bool) -> Value {
     m.insert("next_ping".into(), json!(next_ping));
     m.insert("manual_resume".into(), json!(spec.manual_resume));
     m.insert("methods".into(), json!(spec.methods.as_str()));
-    // overdue's own: the job guard's lock seats.
+    // overdue's own: the job guard's lock seats, and the checks it depends on.
     m.insert("max_instances".into(), json!(spec.max_instances));
+    m.insert("depends_on".into(), json!(spec.depends_on));
     for k in [
         "subject",
         "subject_fail",
@@ -382,6 +383,8 @@ struct V3Spec {
     methods: Option<String>,
     /// overdue's own field: the job guard's lock seats (SPEC §13).
     max_instances: Option<u32>,
+    /// overdue's own field: slugs of the checks this one depends on (SPEC §6.2).
+    depends_on: Option<Vec<String>>,
     unique: Vec<String>,
 }
 
@@ -447,6 +450,13 @@ fn parse_spec(body: &[u8]) -> Result<V3Spec, V3Error> {
                     .and_then(|v| u32::try_from(v).ok())
                     .filter(|v| (1..=crate::domain::check::MAX_INSTANCES).contains(v))
                     .ok_or_else(|| err("max_instances", "is not a number from 1 to 1000"))?,
+            ),
+        },
+        depends_on: match m.get("depends_on") {
+            None => None,
+            Some(v) => Some(
+                serde_json::from_value(v.clone())
+                    .map_err(|_| err("depends_on", "is not an array of strings"))?,
             ),
         },
         ..V3Spec::default()
@@ -535,6 +545,9 @@ fn apply_spec(base: &mut Map<String, Value>, s: &V3Spec) {
     }
     if let Some(v) = s.max_instances {
         base.insert("max_instances".into(), json!(v));
+    }
+    if let Some(v) = &s.depends_on {
+        base.insert("depends_on".into(), json!(v));
     }
     match (&s.schedule, s.timeout) {
         (Some(expr), _) => {
