@@ -13,6 +13,11 @@
 //!   behind the notice);
 //! - the answer is the check as the write left it (pings stored after it
 //!   are not in it): read-your-writes.
+//!
+//! Whether a check's `depends_on` names existing checks and closes no cycle
+//! is decided by the caller against the checks it knows (the API against
+//! the stored ones, a reload against the whole file, SPEC §6.2), holding
+//! [`Checks::graph_lock`] across that decision and the write.
 
 use std::sync::Arc;
 
@@ -28,6 +33,7 @@ pub struct Checks {
     store: Arc<dyn Store>,
     ingest: Arc<Ingest>,
     evaluator: EvaluatorHandle,
+    graph: tokio::sync::Mutex<()>,
 }
 
 impl Checks {
@@ -37,7 +43,17 @@ impl Checks {
             store,
             ingest,
             evaluator,
+            graph: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Held from reading the dependency graph until the write it allowed is
+    /// done, so two writes in this process cannot together close a cycle
+    /// that neither closes alone. (Replicas do not share it: two API writes
+    /// on two replicas in the same instant can still close one; the
+    /// dispatcher must not hold an alert forever because of a cycle.)
+    pub async fn graph_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.graph.lock().await
     }
 
     /// Creates a check; `Conflict` when its uuid or slug is taken.

@@ -711,6 +711,7 @@ async fn the_openapi_document_matches_the_routes_and_validates() {
         "max_instances",
         "manual_resume",
         "methods",
+        "depends_on",
     ];
     assert_eq!(all, known.into_iter().collect());
     for f in known {

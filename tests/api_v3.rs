@@ -72,8 +72,10 @@ const ALWAYS: &[&str] = &[
     "filter_http_body",
     "filter_default_fail",
     "badge_url",
-    // overdue's own: the job guard's lock seats (SPEC §13).
+    // overdue's own: the job guard's lock seats (SPEC §13), and the checks
+    // it depends on (SPEC §6.2).
     "max_instances",
+    "depends_on",
 ];
 const WRITE_ONLY: &[&str] = &[
     "uuid",

@@ -163,6 +163,48 @@ fn config_check_explains_lock_seats_and_refuses_zero() {
 }
 
 #[test]
+fn config_check_explains_depends_on_and_refuses_cycles() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("checks.toml");
+    let file = "[[checks]]\nslug = \"dns\"\n\n[[checks]]\nslug = \"nightly-db\"\n\n\
+                [[checks]]\nslug = \"app\"\ndepends_on = [\"nightly-db\", \"dns\"]\n";
+    std::fs::write(&path, file).unwrap();
+    let out = overdue()
+        .args(["config", "check"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(
+            "its alerts are held while nightly-db or dns is down or stalled (depends_on)"
+        ),
+        "{text}"
+    );
+    let cyclic = file.replace(
+        "slug = \"dns\"\n",
+        "slug = \"dns\"\ndepends_on = [\"app\"]\n",
+    ) + "\n[[checks]]\nslug = \"web\"\ndepends_on = [\"ghost\"]\n";
+    std::fs::write(&path, cyclic).unwrap();
+    let out = overdue()
+        .args(["config", "check"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("checks[2].depends_on: makes a cycle: app → dns → app"),
+        "{err}"
+    );
+    assert!(
+        err.contains("checks[3].depends_on: \"ghost\" is not the slug of a check in this file"),
+        "{err}"
+    );
+}
+
+#[test]
 fn log_format_flag_gives_json_logs() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("x.db");

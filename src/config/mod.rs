@@ -6,6 +6,7 @@
 //! module. The sections of `http` live here instead: `http` holds the whole
 //! [`Config`], so settings types inside it would make a circle.
 
+mod checks; // the [[checks]] list: slugs, each check, depends_on within the file
 /// `[dashboard]`: basic-auth users and the session cookie.
 pub mod dashboard; // the [dashboard] settings
 /// `[rate_limit]`: ping rates per check and per client address.
@@ -324,35 +325,7 @@ impl Config {
                 .collect::<Vec<_>>()
         });
         let check_inputs: Option<Vec<Option<CheckInput>>> = f.list("checks");
-        let checks = check_inputs.map(|inputs| {
-            let mut seen = std::collections::HashSet::new();
-            for (i, input) in inputs.iter().enumerate() {
-                if input.as_ref().is_some_and(|c| c.slug.is_none()) {
-                    f.errors.push(format!(
-                        "checks[{i}].slug: required (checks in the file are kept in step with the database by slug)"
-                    ));
-                }
-                if let Some(slug) = input.as_ref().and_then(|c| c.slug.as_ref()) {
-                    if !seen.insert(slug.clone()) {
-                        f.errors
-                            .push(format!("checks[{i}].slug: {slug:?} is declared twice"));
-                    }
-                }
-            }
-            let mut out = Vec::new();
-            for (i, input) in inputs.into_iter().enumerate() {
-                let Some(input) = input else { continue };
-                match CheckSpec::from_input(input) {
-                    Ok(spec) => out.push(spec),
-                    Err(errs) => {
-                        for e in errs {
-                            f.errors.push(format!("checks[{i}].{e}"));
-                        }
-                    }
-                }
-            }
-            out
-        });
+        let checks = check_inputs.map(|inputs| checks::checks(inputs, f.errors));
         let notify = notify_config(&mut f);
         let metrics: Option<MetricsInput> = f.get("metrics");
         let metrics = metrics.and_then(|m| match MetricsSettings::from_input(m) {

@@ -48,6 +48,7 @@ pub struct CheckInput {
     pub max_instances: Option<u32>,
     pub manual_resume: Option<bool>,
     pub methods: Option<String>,
+    pub depends_on: Option<Vec<String>>,
 }
 
 /// When a check's job is expected.
@@ -103,6 +104,10 @@ pub struct CheckSpec {
     pub max_instances: u32,
     pub manual_resume: bool,
     pub methods: Methods,
+    /// Slugs of the checks whose being down or stalled holds this one's
+    /// alerts back (SPEC §6.2); whether they exist is the graph's question
+    /// ([`super::depends`]), not this definition's.
+    pub depends_on: Vec<String>,
 }
 
 /// One validation problem: the field and what is wrong with it.
@@ -140,6 +145,7 @@ impl CheckSpec {
             max_instances: 1,
             manual_resume: false,
             methods: Methods::Any,
+            depends_on: Vec::new(),
         }
     }
 
@@ -286,6 +292,14 @@ impl CheckSpec {
             }
         };
 
+        let depends_on = input.depends_on.unwrap_or_default();
+        if let Err(e) = validate_depends_on(input.slug.as_deref(), &depends_on) {
+            errors.push(FieldError {
+                field: "depends_on".to_string(),
+                message: e,
+            });
+        }
+
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -308,6 +322,7 @@ impl CheckSpec {
             max_instances,
             manual_resume: input.manual_resume.unwrap_or(false),
             methods,
+            depends_on,
         })
     }
 
@@ -347,6 +362,30 @@ pub fn validate_slug(slug: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What one check alone can get wrong in `depends_on`: a bad slug, a slug
+/// twice, itself, too many. (Unknown slugs and cycles need the other
+/// checks: [`super::depends::Graph`].)
+fn validate_depends_on(own: Option<&str>, depends_on: &[String]) -> Result<(), String> {
+    use super::depends::MAX_DEPENDS_ON;
+    if depends_on.len() > MAX_DEPENDS_ON {
+        return Err(format!(
+            "lists {} checks; at most {MAX_DEPENDS_ON}",
+            depends_on.len()
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for slug in depends_on {
+        validate_slug(slug).map_err(|e| format!("{slug:?}: {e}"))?;
+        if own == Some(slug.as_str()) {
+            return Err(format!("{slug:?} is this check itself"));
+        }
+        if !seen.insert(slug) {
+            return Err(format!("{slug:?} is listed twice"));
+        }
+    }
+    Ok(())
+}
+
 /// Label names follow Prometheus's rules, since they become metric labels.
 pub fn validate_label_name(name: &str) -> Result<(), String> {
     let mut bytes = name.bytes();
@@ -381,6 +420,10 @@ pub struct Check {
     pub source: String,
     pub created_at: crate::domain::ping::UnixMs,
     pub summary: crate::domain::ping::Summary,
+    /// Slugs (uuids for checks without one) of the checks whose alerts hold
+    /// its open incident back, as the dispatcher last recorded them at a
+    /// group's flush; empty when nothing holds it or no incident is open.
+    pub inhibited_by: Vec<String>,
 }
 
 #[cfg(test)]
@@ -478,6 +521,41 @@ mod tests {
     fn unknown_fields_are_rejected_by_name() {
         let e = serde_json::from_str::<CheckInput>(r#"{"intervall":"5m"}"#).unwrap_err();
         assert!(e.to_string().contains("intervall"), "{e}");
+    }
+
+    #[test]
+    fn depends_on_is_validated_alone() {
+        let spec =
+            CheckSpec::from_input(input(r#"{"slug":"app","depends_on":["db","dns"]}"#)).unwrap();
+        assert_eq!(spec.depends_on, ["db", "dns"]);
+        assert!(CheckSpec::from_input(input("{}"))
+            .unwrap()
+            .depends_on
+            .is_empty());
+        for (bad, why) in [
+            (r#"{"slug":"app","depends_on":["Bad Slug"]}"#, "lowercase"),
+            (r#"{"slug":"app","depends_on":["db","db"]}"#, "listed twice"),
+            (
+                r#"{"slug":"app","depends_on":["app"]}"#,
+                "this check itself",
+            ),
+            (r#"{"depends_on":[""]}"#, "1 to 100"),
+        ] {
+            let errs = CheckSpec::from_input(input(bad)).unwrap_err();
+            assert_eq!(errs[0].field, "depends_on", "{bad}");
+            assert!(errs[0].message.contains(why), "{bad}: {}", errs[0].message);
+        }
+        let many: Vec<String> = (0..51).map(|i| format!("c{i}")).collect();
+        let json = serde_json::json!({ "depends_on": many }).to_string();
+        let errs = CheckSpec::from_input(input(&json)).unwrap_err();
+        assert!(
+            errs[0].message.contains("at most 50"),
+            "{}",
+            errs[0].message
+        );
+        let fifty: Vec<String> = (0..50).map(|i| format!("c{i}")).collect();
+        let json = serde_json::json!({ "depends_on": fifty }).to_string();
+        assert!(CheckSpec::from_input(input(&json)).is_ok());
     }
 
     #[test]

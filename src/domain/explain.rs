@@ -246,7 +246,22 @@ fn rules(spec: &CheckSpec, of_active: &str) -> Vec<String> {
     if spec.methods == Methods::Post {
         rules.push("only POST requests count as pings".to_string());
     }
+    if !spec.depends_on.is_empty() {
+        rules.push(format!(
+            "its alerts are held while {} is down or stalled (depends_on)",
+            or_list(&spec.depends_on)
+        ));
+    }
     rules
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn or_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
 }
 
 fn plural<'a>(n: u32, one: &'a str, many: &'a str) -> &'a str {
@@ -486,6 +501,36 @@ mod tests {
                 "  up to 3 runs may hold the job guard's lock at once (max_instances)",
                 "  alerts when more than 3 runs overlap",
             ]
+        );
+    }
+
+    #[test]
+    fn dependencies_are_explained() {
+        let line = |deps: serde_json::Value| {
+            explain(
+                &spec(serde_json::json!({"slug": "app", "depends_on": deps})),
+                now(),
+            )
+            .lines[1]
+                .clone()
+        };
+        assert_eq!(
+            line(serde_json::json!(["nightly-db", "dns"])),
+            "  its alerts are held while nightly-db or dns is down or stalled (depends_on)"
+        );
+        assert_eq!(
+            line(serde_json::json!(["db"])),
+            "  its alerts are held while db is down or stalled (depends_on)"
+        );
+        assert_eq!(
+            line(serde_json::json!(["a", "b", "c"])),
+            "  its alerts are held while a, b or c is down or stalled (depends_on)"
+        );
+        assert_eq!(
+            explain(&spec(serde_json::json!({"slug": "app"})), now())
+                .lines
+                .len(),
+            1
         );
     }
 

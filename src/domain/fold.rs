@@ -513,6 +513,7 @@ mod tests {
                     source: "api".into(),
                     created_at: 0,
                     summary: Summary::default(),
+                    inhibited_by: Vec::new(),
                 };
                 let records = apply_pending(&mut read, &pings);
                 let shown: Vec<_> = records

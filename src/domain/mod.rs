@@ -2,6 +2,7 @@
 
 pub mod active_hours; // active hours (quiet windows) in a check's time zone
 pub mod check; // a check's definition, its validation, and a check as stored
+pub mod depends; // depends_on: the graph of which checks wait for which; unknown slugs, cycles
 pub mod evaluate; // evaluate(rules, summary, now): the status and the next instant it can change
 pub mod explain; // a check's effective schedule in words, for `config check` and the dashboard
 pub mod fold; // what a ping means: the fold's rules, shared by the writers and the readers

@@ -81,6 +81,10 @@ pub struct CheckInputDoc {
     manual_resume: Option<bool>,
     /// `""` (any method) or `"POST"`.
     methods: Option<String>,
+    /// Slugs of the checks this one depends on (at most 50): while one of
+    /// them is `down` or `stalled`, this check's alerts are held back. Each
+    /// must be an existing check's slug, and no cycle may form.
+    depends_on: Option<Vec<String>>,
 }
 
 /// The check resource as the API returns it: the config fields plus read-only state.
@@ -109,6 +113,7 @@ pub struct CheckView {
     pub manual_resume: bool,
     #[schema(value_type = String)]
     pub methods: &'static str,
+    pub depends_on: Vec<String>,
     /// `api`, `config` (declared in the config file) or `ping` (created by `?create=1`).
     pub source: String,
     pub paused: bool,
@@ -128,6 +133,9 @@ pub struct CheckView {
     pub last_duration: Option<f64>,
     pub next_due: Option<String>,
     pub ping_url: String,
+    /// The checks (by slug, or uuid without one) whose alerts hold this
+    /// check's open incident back; empty when nothing holds it.
+    pub inhibited_by: Vec<String>,
     /// The job guard's held lock seats, soonest expiry first (SPEC §13);
     /// given when one check is read (`GET /checks/{check}`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -184,6 +192,7 @@ impl CheckView {
             alert_on_overlap: spec.alert_on_overlap,
             max_instances: spec.max_instances,
             manual_resume: spec.manual_resume,
+            depends_on: spec.depends_on,
             source: check.source,
             paused: check.paused,
             status,
@@ -196,6 +205,7 @@ impl CheckView {
             last_items: s.last_items,
             last_duration: s.last_duration_ms.map(|ms| ms as f64 / 1000.0),
             next_due: due.map(|t| rfc3339(t.timestamp_millis())),
+            inhibited_by: check.inhibited_by,
             locks: None,
         }
     }
@@ -243,6 +253,7 @@ pub fn input_json(spec: &CheckSpec) -> Map<String, Value> {
     put("max_instances", serde_json::json!(spec.max_instances));
     put("manual_resume", serde_json::json!(spec.manual_resume));
     put("methods", serde_json::json!(spec.methods.as_str()));
+    put("depends_on", serde_json::json!(spec.depends_on));
     m
 }
 
@@ -362,6 +373,7 @@ pub async fn create(
     spec: &CheckSpec,
     source: CheckSource,
 ) -> Result<Check, AppError> {
+    let _graph = check_depends(state, spec, None).await?;
     let now = crate::clock::now_ms();
     state
         .checks
@@ -371,6 +383,42 @@ pub async fn create(
             StoreError::Conflict(_) => conflict(spec),
             other => other.into(),
         })
+}
+
+/// Refuses a `depends_on` that names a slug no check has or closes a cycle
+/// (SPEC §6.2), judged against the stored checks with this one written
+/// (`old` is the check it replaces). On success the graph lock is held, to
+/// be kept until the write is done. A check that depends on nothing cannot
+/// be on a cycle, so it is let through without a look at the others.
+async fn check_depends<'a>(
+    state: &'a AppState,
+    spec: &CheckSpec,
+    old: Option<&Check>,
+) -> Result<Option<tokio::sync::MutexGuard<'a, ()>>, AppError> {
+    if spec.depends_on.is_empty() {
+        return Ok(None);
+    }
+    let guard = state.checks.graph_lock().await;
+    let mut graph = state.store.depends_graph().await?;
+    if let Some(slug) = old.and_then(|c| c.spec.slug.as_deref()) {
+        graph.remove(slug);
+    }
+    if let Some(slug) = &spec.slug {
+        graph.set(slug, &spec.depends_on);
+    }
+    let problems = graph.problems(spec.slug.as_deref(), &spec.depends_on);
+    if problems.is_empty() {
+        return Ok(Some(guard));
+    }
+    Err(AppError::Invalid(
+        problems
+            .into_iter()
+            .map(|p| FieldError {
+                field: "depends_on".into(),
+                message: p.to_string(),
+            })
+            .collect(),
+    ))
 }
 
 fn conflict(spec: &CheckSpec) -> AppError {
@@ -383,6 +431,7 @@ fn conflict(spec: &CheckSpec) -> AppError {
 /// Replaces a check's definition (through [`crate::checks::Checks`]) and
 /// returns it as stored after that, with the API's errors.
 pub async fn replace(state: &AppState, old: &Check, spec: &CheckSpec) -> Result<Check, AppError> {
+    let _graph = check_depends(state, spec, Some(old)).await?;
     let now = crate::clock::now_ms();
     state
         .checks

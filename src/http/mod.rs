@@ -32,6 +32,7 @@ pub mod serve; // the HTTP server: timeouts, graceful shutdown
 pub mod snooze; // snooze from the job side: a silence for one check, beside the ping URLs
 pub mod ui; // the server-rendered dashboard
 pub mod v3; // the healthchecks.io v3 API subset
+mod v3_values; // how healthchecks spells values: unique keys, instants, statuses, tags
 
 /// What every handler shares: axum clones it for every request, so it is
 /// one reference count, not one per part.

@@ -10,8 +10,6 @@
 //! lists the receivers the check's labels route to, and writing it is
 //! accepted and ignored (routing is by labels).
 
-use std::collections::BTreeMap;
-
 use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
@@ -19,21 +17,22 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use chrono::{DateTime, Utc};
+use chrono::DateTime;
 use serde_json::{json, Map, Value};
-use sha1::{Digest, Sha1};
 use uuid::Uuid;
 
 use super::api::{self, CheckView};
 use super::auth::{scope_of, Denied};
 use super::error::AppError;
+pub use super::v3_values::{channel_id, labels_to_tags, tags_to_labels, unique_key, v3_status};
+use super::v3_values::{isostring, python_isoformat};
 use super::AppState;
 use crate::clock;
 use crate::config::Scope;
 use crate::domain::check::Check;
 use crate::domain::check::{format_duration, CheckInput, CheckSpec, FieldError, Schedule};
 use crate::domain::fold::PingRecord;
-use crate::domain::ping::{PingKind, UnixMs};
+use crate::domain::ping::PingKind;
 use crate::domain::status::Status;
 use crate::notify::message::LabelSet;
 use crate::store::{CheckSource, StoreError};
@@ -187,74 +186,6 @@ impl FromRequestParts<AppState> for V3Write {
     }
 }
 
-/// healthchecks' `unique_key`: the SHA-1 of the first 16 hex digits of the uuid.
-pub fn unique_key(uuid: Uuid) -> String {
-    let hex = uuid.simple().to_string();
-    hex::encode(Sha1::digest(&hex.as_bytes()[..16]))
-}
-
-/// An instant as healthchecks' `isostring`: to the second, `+00:00`.
-fn isostring(ms: UnixMs) -> Option<String> {
-    DateTime::<Utc>::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%S+00:00").to_string())
-}
-
-/// An instant as Python's `datetime.isoformat()`: microseconds unless zero.
-fn python_isoformat(ms: UnixMs) -> String {
-    let Some(t) = DateTime::<Utc>::from_timestamp_millis(ms) else {
-        return String::new();
-    };
-    if ms.rem_euclid(1000) == 0 {
-        t.format("%Y-%m-%dT%H:%M:%S+00:00").to_string()
-    } else {
-        t.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string()
-    }
-}
-
-/// The v3 status of a native one.
-pub fn v3_status(s: Status) -> &'static str {
-    match s {
-        Status::New => "new",
-        Status::Up => "up",
-        Status::Late => "grace",
-        Status::Down | Status::Stalled => "down",
-        Status::Paused => "paused",
-    }
-}
-
-/// Labels as v3 tags: `k=v`, or `k` for k="true"; space-separated.
-pub fn labels_to_tags(labels: &BTreeMap<String, String>) -> String {
-    labels
-        .iter()
-        .map(|(k, v)| {
-            if v == "true" {
-                k.clone()
-            } else {
-                format!("{k}={v}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// v3 tags as labels.
-pub fn tags_to_labels(tags: &str) -> BTreeMap<String, String> {
-    tags.split_whitespace()
-        .map(|w| match w.split_once('=') {
-            Some((k, v)) => (k.to_string(), v.to_string()),
-            None => (w.to_string(), "true".to_string()),
-        })
-        .collect()
-}
-
-/// A stable id for a receiver, as healthchecks gives channels UUIDs.
-pub fn channel_id(name: &str) -> Uuid {
-    let digest = sha2::Sha256::digest(name.as_bytes());
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    uuid::Builder::from_random_bytes(bytes).into_uuid()
-}
-
 fn secs(d: std::time::Duration) -> u64 {
     d.as_secs()
 }
@@ -332,8 +263,9 @@ fn check_json(state: &AppState, check: Check, readonly: bool) -> Value {
     m.insert("next_ping".into(), json!(next_ping));
     m.insert("manual_resume".into(), json!(spec.manual_resume));
     m.insert("methods".into(), json!(spec.methods.as_str()));
-    // overdue's own: the job guard's lock seats.
+    // overdue's own: the job guard's lock seats, and the checks it depends on.
     m.insert("max_instances".into(), json!(spec.max_instances));
+    m.insert("depends_on".into(), json!(spec.depends_on));
     for k in [
         "subject",
         "subject_fail",
@@ -451,6 +383,8 @@ struct V3Spec {
     methods: Option<String>,
     /// overdue's own field: the job guard's lock seats (SPEC §13).
     max_instances: Option<u32>,
+    /// overdue's own field: slugs of the checks this one depends on (SPEC §6.2).
+    depends_on: Option<Vec<String>>,
     unique: Vec<String>,
 }
 
@@ -516,6 +450,13 @@ fn parse_spec(body: &[u8]) -> Result<V3Spec, V3Error> {
                     .and_then(|v| u32::try_from(v).ok())
                     .filter(|v| (1..=crate::domain::check::MAX_INSTANCES).contains(v))
                     .ok_or_else(|| err("max_instances", "is not a number from 1 to 1000"))?,
+            ),
+        },
+        depends_on: match m.get("depends_on") {
+            None => None,
+            Some(v) => Some(
+                serde_json::from_value(v.clone())
+                    .map_err(|_| err("depends_on", "is not an array of strings"))?,
             ),
         },
         ..V3Spec::default()
@@ -604,6 +545,9 @@ fn apply_spec(base: &mut Map<String, Value>, s: &V3Spec) {
     }
     if let Some(v) = s.max_instances {
         base.insert("max_instances".into(), json!(v));
+    }
+    if let Some(v) = &s.depends_on {
+        base.insert("depends_on".into(), json!(v));
     }
     match (&s.schedule, s.timeout) {
         (Some(expr), _) => {
@@ -892,51 +836,4 @@ async fn list_channels(State(state): State<AppState>, _: V3Write) -> Json<Value>
 
 async fn status() -> &'static str {
     "OK"
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tags_and_labels_round_trip() {
-        let labels = tags_to_labels("prod team=data  db");
-        assert_eq!(labels["prod"], "true");
-        assert_eq!(labels["team"], "data");
-        assert_eq!(labels_to_tags(&labels), "db prod team=data");
-    }
-
-    #[test]
-    fn unique_key_is_computed_as_healthchecks_does() {
-        let u = Uuid::parse_str("5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0").unwrap();
-        assert_eq!(unique_key(u).len(), 40);
-        // As healthchecks computes it: sha1(code.hex[:16]).
-        assert_eq!(
-            unique_key(u),
-            hex::encode(Sha1::digest(b"5f4cc5e50c514f1e"))
-        );
-    }
-
-    #[test]
-    fn times_look_like_pythons() {
-        assert_eq!(
-            isostring(1_585_058_523_123).unwrap(),
-            "2020-03-24T14:02:03+00:00"
-        );
-        assert_eq!(
-            python_isoformat(1_585_058_523_123),
-            "2020-03-24T14:02:03.123000+00:00"
-        );
-        assert_eq!(
-            python_isoformat(1_585_058_523_000),
-            "2020-03-24T14:02:03+00:00"
-        );
-    }
-
-    #[test]
-    fn statuses_map_as_documented() {
-        assert_eq!(v3_status(Status::Late), "grace");
-        assert_eq!(v3_status(Status::Stalled), "down");
-        assert_eq!(v3_status(Status::Paused), "paused");
-    }
 }

@@ -40,6 +40,9 @@ pub trait CheckStore {
     async fn all_check_refs(&self) -> Result<Vec<CheckRef>, StoreError>;
     /// How many checks exist.
     async fn check_count(&self) -> Result<usize, StoreError>;
+    /// What every check with a slug depends on: the graph a new
+    /// `depends_on` is checked against (SPEC §6.2).
+    async fn depends_graph(&self) -> Result<crate::domain::depends::Graph, StoreError>;
     /// Pauses or resumes a check and returns it as it was right after
     /// (read-your-writes: pings stored later are not in it); `NotFound` if
     /// it does not exist. The pings stored before it keep what they did (a
@@ -238,6 +241,24 @@ macro_rules! impl_check_store {
                     .fetch_one(&self.pool)
                     .await?;
                 Ok(usize::try_from(n).unwrap_or(0))
+            }
+
+            async fn depends_graph(
+                &self,
+            ) -> Result<$crate::domain::depends::Graph, $crate::store::StoreError> {
+                let rows: Vec<(String, String)> = sqlx::query_as(
+                    "SELECT slug, depends_on FROM checks WHERE slug IS NOT NULL",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                let mut edges = Vec::with_capacity(rows.len());
+                for (slug, json) in rows {
+                    let deps: Vec<String> = serde_json::from_str(&json).map_err(|e| {
+                        anyhow::anyhow!("checks.depends_on of {slug:?} is not valid JSON: {e}")
+                    })?;
+                    edges.push((slug, deps));
+                }
+                Ok($crate::domain::depends::Graph::new(edges))
             }
 
             async fn set_paused(

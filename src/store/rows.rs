@@ -151,9 +151,12 @@ pub(crate) struct CheckRow {
     max_instances: i64,
     manual_resume: bool,
     methods: String,
+    depends_on: String,
     paused: bool,
     source: String,
     created_at: i64,
+    /// `incidents.inhibited_by` of the check's open incident, if any.
+    inhibited_by: Option<String>,
     #[sqlx(flatten)]
     state: SummaryRow,
 }
@@ -183,7 +186,10 @@ pub(crate) struct SummaryRow {
 pub(crate) const CHECK_COLUMNS: &str = "c.id, c.uuid, c.slug, c.name, c.description, c.labels, \
     c.interval_ms, c.cron, c.tz, c.grace_ms, c.active_hours, c.zero_items_after_ms, \
     c.zero_items_runs, c.failure_threshold, c.recovery_threshold, c.max_runtime_ms, \
-    c.alert_on_overlap, c.max_instances, c.manual_resume, c.methods, c.paused, c.source, c.created_at, \
+    c.alert_on_overlap, c.max_instances, c.manual_resume, c.methods, c.depends_on, c.paused, \
+    c.source, c.created_at, \
+    (SELECT i.inhibited_by FROM incidents i WHERE i.check_id = c.id AND i.resolved_at IS NULL) \
+    AS inhibited_by, \
     s.n_pings, s.last_ping_at, s.last_ping_kind, s.last_success_at, s.last_start_at, \
     s.last_failure_at, s.last_items, s.last_items_at, s.zero_streak_since, s.zero_streak_runs, \
     s.consecutive_failures, s.consecutive_successes, s.last_duration_ms, s.open_runs, s.overlap_count, \
@@ -235,6 +241,15 @@ impl CheckRow {
                 Schedule::Interval(duration(ms).unwrap_or(crate::domain::check::DEFAULT_INTERVAL))
             }
         };
+        let depends_on: Vec<String> = serde_json::from_str(&self.depends_on)
+            .map_err(|e| anyhow::anyhow!("checks.depends_on is not valid JSON: {e}"))?;
+        // Written by the dispatcher; a value it could not have written reads
+        // as "not held" rather than making the check unreadable.
+        let inhibited_by: Vec<String> = self
+            .inhibited_by
+            .as_deref()
+            .and_then(|j| serde_json::from_str(j).ok())
+            .unwrap_or_default();
         let uuid = Uuid::parse_str(&self.uuid)
             .map_err(|e| anyhow::anyhow!("checks.uuid {:?} is not a UUID: {e}", self.uuid))?;
         let count = |v: i64| u32::try_from(v).unwrap_or(u32::MAX);
@@ -264,11 +279,13 @@ impl CheckRow {
                 } else {
                     Methods::Any
                 },
+                depends_on,
             },
             paused: self.paused,
             source: self.source,
             created_at: self.created_at,
             summary: self.state.into_summary()?,
+            inhibited_by,
         })
     }
 }
@@ -426,6 +443,7 @@ pub(crate) struct CheckValues {
     pub max_instances: i64,
     pub manual_resume: bool,
     pub methods: &'static str,
+    pub depends_on: String,
     pub source: &'static str,
 }
 
@@ -451,6 +469,7 @@ impl CheckValues {
             max_instances: i64::from(spec.max_instances),
             manual_resume: spec.manual_resume,
             methods: spec.methods.as_str(),
+            depends_on: serde_json::to_string(&spec.depends_on)?,
             source: source.as_str(),
         })
     }
@@ -478,6 +497,7 @@ pub(crate) fn insert_check_sql() -> String {
         "max_instances",
         "manual_resume",
         "methods",
+        "depends_on",
         "source",
         "created_at",
         "updated_at",
@@ -510,6 +530,7 @@ const UPDATE_COLUMNS: &[&str] = &[
     "max_instances",
     "manual_resume",
     "methods",
+    "depends_on",
     "updated_at",
 ];
 
@@ -549,6 +570,7 @@ macro_rules! bind_update_values {
             .bind($v.max_instances)
             .bind($v.manual_resume)
             .bind($v.methods)
+            .bind($v.depends_on.clone())
             .bind($now)
             .bind($id)
     };
@@ -578,6 +600,7 @@ macro_rules! bind_check_values {
             .bind($v.max_instances)
             .bind($v.manual_resume)
             .bind($v.methods)
+            .bind($v.depends_on.clone())
             .bind($v.source)
             .bind($now)
             .bind($now)

@@ -21,6 +21,7 @@ use crate::clock::now_ms;
 use crate::config::{Config, ConfigErrors};
 use crate::domain::check::Check;
 use crate::domain::check::CheckSpec;
+use crate::domain::depends::Graph;
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::notify::NotifyConfig;
 use crate::store::{CheckSource, Store, StoreError};
@@ -64,6 +65,9 @@ pub struct Plan {
     pub delete: Vec<(i64, String)>,
     pub unchanged: usize,
     pub warnings: Vec<String>,
+    /// Why the plan must not be carried out: cycles of `depends_on` that the
+    /// file's checks would close with checks created through the API.
+    pub errors: Vec<String>,
 }
 
 /// Compares the declared checks with the stored ones. Pure: the whole policy
@@ -124,7 +128,52 @@ pub fn plan(declared: &[CheckSpec], stored: &[Check]) -> Plan {
                 .push((c.id, slug.unwrap_or_default().to_string())),
         }
     }
+    plan.errors = depends_cycles(&plan, declared, stored);
     plan
+}
+
+/// The cycles of `depends_on` through the file's checks once `plan` is
+/// carried out. The file alone has none (its validation refuses them), but
+/// a slug it declares may belong to a check created through the API (left
+/// alone, with a warning), whose own `depends_on` can lead back.
+fn depends_cycles(plan: &Plan, declared: &[CheckSpec], stored: &[Check]) -> Vec<String> {
+    let mut graph = Graph::new(
+        stored
+            .iter()
+            .filter_map(|c| Some((c.spec.slug.clone()?, c.spec.depends_on.clone()))),
+    );
+    for (_, slug) in &plan.delete {
+        graph.remove(slug);
+    }
+    let owned_by_api: HashSet<&str> = stored
+        .iter()
+        .filter(|c| c.source != "config")
+        .filter_map(|c| c.spec.slug.as_deref())
+        .collect();
+    let mut mine = HashSet::new();
+    for spec in declared {
+        match spec.slug.as_deref() {
+            Some(slug) if !owned_by_api.contains(slug) => {
+                graph.set(slug, &spec.depends_on);
+                mine.insert(slug);
+            }
+            _ => {}
+        }
+    }
+    graph
+        .cycles_through_any(&mine)
+        .into_iter()
+        .map(|cycle| {
+            let i = declared
+                .iter()
+                .position(|c| c.slug.as_deref() == Some(cycle[0].as_str()))
+                .unwrap_or(0);
+            format!(
+                "checks[{i}].depends_on: makes a cycle with checks created through the API: {}",
+                cycle.join(" → ")
+            )
+        })
+        .collect()
 }
 
 /// The running configuration and what applies a new one.
@@ -215,8 +264,14 @@ impl Live {
     }
 
     async fn apply_checks(&self, declared: &[CheckSpec]) -> Result<Report, ReloadError> {
+        // No API write may change the dependency graph between the look at
+        // it and the writes it allowed.
+        let _graph = self.checks.graph_lock().await;
         let stored = self.store.list_checks().await?;
         let plan = plan(declared, &stored);
+        if !plan.errors.is_empty() {
+            return Err(ReloadError::Invalid(ConfigErrors(plan.errors)));
+        }
         let now = now_ms();
         let mut report = Report {
             unchanged: plan.unchanged,
@@ -365,6 +420,7 @@ mod tests {
             source: source.to_string(),
             created_at: 0,
             summary: Summary::default(),
+            inhibited_by: Vec::new(),
         }
     }
 
@@ -394,5 +450,38 @@ mod tests {
         assert_eq!(p.unchanged, 1);
         assert_eq!(p.warnings.len(), 1);
         assert!(p.warnings[0].contains("api-owned"), "{:?}", p.warnings);
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+    }
+
+    #[test]
+    fn a_cycle_closed_through_an_api_check_is_refused() {
+        // The file declares "x", but an API check owns that slug; the API
+        // check depends on "c", which the file makes depend on "x".
+        let declared = [
+            spec(r#"{"slug":"c","depends_on":["x"]}"#),
+            spec(r#"{"slug":"x"}"#),
+        ];
+        let rows = [
+            stored(1, "config", r#"{"slug":"c"}"#),
+            stored(2, "api", r#"{"slug":"x","depends_on":["c"]}"#),
+        ];
+        let p = plan(&declared, &rows);
+        assert_eq!(
+            p.errors,
+            ["checks[0].depends_on: makes a cycle with checks created through the API: c → x → c"]
+        );
+        // Without the API check's edge there is nothing to refuse.
+        let rows = [stored(1, "config", r#"{"slug":"c"}"#)];
+        assert!(plan(&declared, &rows).errors.is_empty());
+    }
+
+    #[test]
+    fn a_cycle_among_api_checks_alone_does_not_block_a_reload() {
+        let declared = [spec(r#"{"slug":"c"}"#)];
+        let rows = [
+            stored(1, "api", r#"{"slug":"a","depends_on":["b"]}"#),
+            stored(2, "api", r#"{"slug":"b","depends_on":["a"]}"#),
+        ];
+        assert!(plan(&declared, &rows).errors.is_empty());
     }
 }
