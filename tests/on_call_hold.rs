@@ -111,12 +111,14 @@ both_backends!(
             .await;
             children.push((slug, uuid));
         }
-        // The parent and its ten children go down together: each in a group
-        // of its own, and yet one notification, naming the parent only.
-        ping(&server, &format!("/ping/{db}/fail")).await;
+        // The parent and its ten children go down together, the children
+        // first: each in a group of its own, and yet one notification,
+        // naming the parent only (holding is decided at each group's flush,
+        // when the parent is down).
         for (_, uuid) in &children {
             ping(&server, &format!("/ping/{uuid}/fail")).await;
         }
+        ping(&server, &format!("/ping/{db}/fail")).await;
         let calls = exactly(&hook, 1, Duration::from_secs(2)).await;
         assert_eq!(checks(&calls, "firing"), ["db"]);
         for (slug, _) in &children {
