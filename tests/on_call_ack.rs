@@ -377,3 +377,69 @@ both_backends!(
         server.stop().await;
     }
 );
+
+/// PostgreSQL, two replicas: the link the leader signed works on the other
+/// replica (the key is shared through the database), and an acknowledgement
+/// taken there stops the leader's reminders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_link_acknowledged_on_another_replica_stops_the_leaders_reminders() {
+    if !common::postgres_available(
+        "postgres_a_link_acknowledged_on_another_replica_stops_the_leaders_reminders",
+    ) {
+        return;
+    }
+    let hook = WebhookSink::start().await;
+    let db = common::TestDb::new(common::Backend::Postgres).await;
+    let extra = format!(
+        "heartbeat_period = \"500ms\"\nlease_ttl = \"15s\"\n{}",
+        config(&hook, None)
+    );
+    let path = common::write_config(db.dir.path(), &db.config_toml(&extra));
+    let leader = common::ChildServer::spawn(&path);
+    let http = common::client();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let m = http.get(format!("{}/metrics", leader.base)).send().await;
+        if let Ok(r) = m {
+            if r.text().await.unwrap().contains("overdue_is_leader 1") {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "the first replica leads");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let other = common::ChildServer::spawn(&path);
+    let r = http
+        .post(format!("{}/api/v1/checks", other.base))
+        .json(&json!({"slug": "far", "interval": "1h"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let uuid = r.json::<Value>().await.unwrap()["uuid"].as_str().unwrap().to_string();
+    let r = http
+        .get(format!("{}/ping/{uuid}/fail", other.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let first = call(&hook, 1).await;
+    assert_eq!(checks(&first, "firing"), ["far"], "{first:#}");
+    let link = first["alerts"][0]["annotations"]["acknowledge"]
+        .as_str()
+        .unwrap()
+        .replace(BASE_URL, &other.base);
+    let (status, page) = curl(&["-d", "by=ana", &link]);
+    assert_eq!(status, 200, "{page}");
+    // repeat_interval is 3s: no reminder in twice that.
+    quiet_for(&hook, Duration::from_secs(7)).await;
+    // The resolve still comes, from the leader.
+    let r = http
+        .get(format!("{}/ping/{uuid}", other.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let resolve = call(&hook, 2).await;
+    assert_eq!(checks(&resolve, "resolved"), ["far"], "{resolve:#}");
+}
