@@ -86,14 +86,7 @@ impl Opsgenie {
                 create_body(message, &alias, &self.priority, &text),
             )
         } else {
-            // Still open but acknowledged (SPEC §6.2): acknowledge the
-            // Opsgenie alert rather than close it.
-            let verb = if message.acknowledged.is_empty() {
-                "close"
-            } else {
-                "acknowledge"
-            };
-            let path = format!("v2/alerts/{alias}/{verb}");
+            let path = format!("v2/alerts/{alias}/close");
             let mut url = self.endpoint(&path)?;
             url.query_pairs_mut().append_pair("identifierType", "alias");
             (url, close_body(message))

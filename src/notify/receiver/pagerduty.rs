@@ -103,15 +103,10 @@ pub fn dedup_key(message: &Message) -> String {
 /// The Events API v2 event for `message`.
 pub fn event(message: &Message, routing_key: &str, severity: &str, summary: &str) -> Value {
     let firing = message.firing().count();
-    // A group whose firing alerts are all acknowledged is acknowledged on
-    // PagerDuty's side too, not resolved (SPEC §6.2).
-    let action = if firing > 0 {
-        "trigger"
-    } else if !message.acknowledged.is_empty() {
-        "acknowledge"
-    } else {
-        "resolve"
-    };
+    // Acknowledged alerts are not firing (SPEC §6.2): a group with only
+    // acknowledged ones left resolves, so that a new incident in the group
+    // triggers (and pages) again instead of merging into an acknowledged one.
+    let action = if firing > 0 { "trigger" } else { "resolve" };
     let list = |status: AlertStatus| -> Value {
         let alerts: Vec<&Alert> = message
             .alerts
@@ -209,8 +204,8 @@ mod tests {
             .contains("RESOLVED"));
         // One group, one PagerDuty alert: the same key for both.
         assert_eq!(e["dedup_key"], e2["dedup_key"]);
-        // Nothing fires, but an acknowledged alert is still open: the
-        // PagerDuty incident is acknowledged, not resolved.
+        // Nothing fires, only an acknowledged alert is still open: resolved,
+        // so that the next trigger of the group pages again.
         let mut acked = r.clone();
         acked.acknowledged.push(crate::notify::message::AckedAlert {
             check: "c".into(),
@@ -220,7 +215,7 @@ mod tests {
             link: String::new(),
         });
         let e3 = event(&acked, "rk", "critical", &default_subject(&acked));
-        assert_eq!(e3["event_action"], "acknowledge");
+        assert_eq!(e3["event_action"], "resolve");
         assert_eq!(e3["dedup_key"], e["dedup_key"]);
     }
 
