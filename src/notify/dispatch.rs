@@ -25,7 +25,9 @@ use super::silence::Silence;
 use super::NotifyConfig;
 use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
-use crate::store::notify::{AlertQuery, AlertSource, NewNotification, KIND_ALERTS};
+use crate::store::notify::{
+    AlertQuery, AlertSource, NewNotification, NotificationRecord, KIND_ALERTS,
+};
 use crate::store::Store;
 use crate::workers::leading::{self, LeaderWorker};
 use crate::workers::lease::LeaderWatch;
@@ -168,14 +170,8 @@ impl Dispatcher {
     pub async fn load(&mut self, now: UnixMs) -> anyhow::Result<()> {
         self.log.clear();
         for n in self.store.latest_notifications().await? {
-            self.log.insert(
-                (n.group_key.clone(), n.receiver.clone()),
-                Prior {
-                    seq: n.seq,
-                    announced: n.announced_ids().into_iter().collect(),
-                    sent_at: n.created_at,
-                },
-            );
+            self.log
+                .insert((n.group_key.clone(), n.receiver.clone()), prior_of(&n));
         }
         self.reload_silences(now).await?;
         let open = self.store.alert_sources(AlertQuery::Open).await?;
@@ -565,6 +561,7 @@ impl Dispatcher {
                         Prior {
                             seq: p.seq,
                             announced: p.announced,
+                            firing: p.firing.iter().copied().collect(),
                             sent_at: now,
                         },
                     );
@@ -575,14 +572,7 @@ impl Dispatcher {
                     // this step: learn what it told, decide again next time.
                     match self.store.latest_notification(key, &receiver_name).await {
                         Ok(Some(n)) => {
-                            self.log.insert(
-                                log_key,
-                                Prior {
-                                    seq: n.seq,
-                                    announced: n.announced_ids().into_iter().collect(),
-                                    sent_at: n.created_at,
-                                },
-                            );
+                            self.log.insert(log_key, prior_of(&n));
                         }
                         Ok(None) => {}
                         Err(e) => {
@@ -926,6 +916,16 @@ impl LeaderWorker for Dispatcher {
 
     async fn on_notice(&mut self, notice: DispatchNotice, now: UnixMs) {
         self.handle(notice, now).await;
+    }
+}
+
+/// What a stored notification told its receiver.
+fn prior_of(n: &NotificationRecord) -> Prior {
+    Prior {
+        seq: n.seq,
+        announced: n.announced_ids().into_iter().collect(),
+        firing: n.firing_ids().into_iter().collect(),
+        sent_at: n.created_at,
     }
 }
 

@@ -13,6 +13,9 @@ pub struct Prior {
     pub seq: i64,
     /// Incidents the receiver knows as firing.
     pub announced: BTreeSet<i64>,
+    /// Those the last notification listed as firing (the others were held
+    /// or acknowledged then).
+    pub firing: BTreeSet<i64>,
     pub sent_at: UnixMs,
 }
 
@@ -71,7 +74,12 @@ pub fn plan(
         .copied()
         .filter(|id| !snapshot.open(*id))
         .collect();
-    let new = snapshot.firing.iter().any(|id| !announced.contains(id));
+    // New to the receiver, or firing again after it was held back or
+    // acknowledged (its last notification did not list it as firing).
+    let new = snapshot
+        .firing
+        .iter()
+        .any(|id| !announced.contains(id) || prior.is_some_and(|p| !p.firing.contains(id)));
     let repeat_due = !snapshot.firing.is_empty()
         && prior.is_none_or(|p| now.saturating_sub(p.sent_at) >= repeat_ms);
     if !(new || repeat_due || (send_resolved && !resolved.is_empty())) {
@@ -147,6 +155,7 @@ mod tests {
         Prior {
             seq,
             announced: set(announced),
+            firing: set(announced),
             sent_at,
         }
     }
@@ -311,7 +320,7 @@ mod tests {
                     // An id may fire again later (a new incident would have a
                     // new id, but the property allows reuse): forget it then.
                     for id in &firing { told_resolved.remove(id); }
-                    prior_state = Some(Prior { seq: p.seq, announced: p.announced, sent_at: now });
+                    prior_state = Some(Prior { seq: p.seq, announced: p.announced, firing: p.firing.iter().copied().collect(), sent_at: now });
                 } else if let Some(p) = &prior_state {
                     // Silence is only allowed when nothing new fires.
                     prop_assert!(firing.iter().all(|id| p.announced.contains(id)));
@@ -345,7 +354,7 @@ mod tests {
                     for id in known.iter().filter(|id| acked.contains(id)) {
                         prop_assert!(p.announced.contains(id));
                     }
-                    prior_state = Some(Prior { seq: p.seq, announced: p.announced, sent_at: now });
+                    prior_state = Some(Prior { seq: p.seq, announced: p.announced, firing: p.firing.iter().copied().collect(), sent_at: now });
                 } else if firing.is_empty() {
                     // Nothing fires: only a resolve could have spoken.
                     prop_assert!(known.iter().all(|id| acked.contains(id)));
