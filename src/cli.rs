@@ -261,7 +261,7 @@ fn parse_holder(s: &str) -> Result<String, String> {
 /// `overdue config …`
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// Validate the configuration and explain each check's schedule and active hours.
+    /// Validate the configuration and explain each check's schedule and active hours, and each inhibit rule.
     Check {
         /// Config file to check; default: the one given with --config, else the defaults.
         file: Option<PathBuf>,
@@ -580,6 +580,14 @@ fn config_check(file: Option<&Path>, now: DateTime<Utc>) -> i32 {
             let _ = out.flush();
             eprintln!("warning: {warning}");
             warnings += 1;
+        }
+    }
+    for (i, rule) in config.notify.inhibit_rules.iter().enumerate() {
+        if let Err(code) = write_line(
+            &mut out,
+            &format!("inhibit_rules[{i}]: {}", rule.describe()),
+        ) {
+            return code;
         }
     }
     let checks = config.checks.len();

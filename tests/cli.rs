@@ -205,6 +205,68 @@ fn config_check_explains_depends_on_and_refuses_cycles() {
 }
 
 #[test]
+fn config_check_prints_each_inhibit_rule_and_names_bad_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inhibit.toml");
+    let rules = r#"
+[[inhibit_rules]]
+source_matchers = ['severity = "critical"']
+target_matchers = ['severity =~ "warning|info"']
+equal = ["alertname", "cluster"]
+
+[[inhibit_rules]]
+source_matchers = ['check = "nightly-db"']
+"#;
+    std::fs::write(&path, rules).unwrap();
+    let out = overdue()
+        .args(["config", "check"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(
+            "inhibit_rules[0]: alerts matching {severity=~\"warning|info\"} are held while an alert \
+             matching {severity=\"critical\"} fires with the same alertname and cluster\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "inhibit_rules[1]: all alerts are held while an alert matching {check=\"nightly-db\"} fires\n"
+        ),
+        "{text}"
+    );
+    let bad = r#"
+[[inhibit_rules]]
+source_matchers = ['severity = "critical"']
+target_matchers = ['severity =~ "("']
+
+[[inhibit_rules]]
+source_matchers = ['a="1"']
+equal = ["not-a-label"]
+sources = []
+"#;
+    std::fs::write(&path, bad).unwrap();
+    let out = overdue()
+        .args(["config", "check"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("inhibit_rules[0].target_matchers[0]: "),
+        "{err}"
+    );
+    assert!(
+        err.contains("inhibit_rules[1].sources: unknown field"),
+        "{err}"
+    );
+}
+
+#[test]
 fn log_format_flag_gives_json_logs() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("x.db");

@@ -29,6 +29,7 @@ use self::dashboard::{DashboardInput, DashboardSettings};
 use self::rate_limit::{RateLimitInput, RateLimitSettings};
 use crate::domain::check::{CheckInput, CheckSpec};
 use crate::metrics::settings::{MetricsInput, MetricsSettings};
+use crate::notify::inhibit::{InhibitRule, InhibitRuleInput};
 use crate::notify::receiver::guard::{TargetPolicy, WebhooksInput};
 use crate::notify::receiver::{Receiver, ReceiverInput};
 use crate::notify::route::{RouteDefaults, RouteInput, RouteTree};
@@ -156,6 +157,7 @@ const KNOWN_KEYS: &[&str] = &[
     "route",
     "time_intervals",
     "silences",
+    "inhibit_rules",
     "fallback_receiver",
     "notifications",
     "metrics",
@@ -576,6 +578,25 @@ fn notify_config(f: &mut Fields<'_>) -> Option<NotifyConfig> {
         }
         None => ok = false,
     }
+    let inputs: Option<Vec<Option<InhibitRuleInput>>> = f.list("inhibit_rules");
+    let mut inhibit_rules = Vec::new();
+    match inputs {
+        Some(inputs) => {
+            for (i, input) in inputs.into_iter().enumerate() {
+                match input.map(|input| InhibitRule::from_input(&input)) {
+                    Some(Ok(r)) => inhibit_rules.push(r),
+                    Some(Err(errs)) => {
+                        ok = false;
+                        for e in errs {
+                            f.errors.push(format!("inhibit_rules[{i}].{e}"));
+                        }
+                    }
+                    None => ok = false,
+                }
+            }
+        }
+        None => ok = false,
+    }
     let fallback: Option<Option<String>> = f.optional("fallback_receiver");
     let fallback_receiver = match fallback {
         None => {
@@ -639,6 +660,7 @@ fn notify_config(f: &mut Fields<'_>) -> Option<NotifyConfig> {
         route,
         time_intervals,
         silences,
+        inhibit_rules,
         fallback_receiver,
         delivery: delivery?,
     })
@@ -963,6 +985,42 @@ deny = ["private"]
         for s in SECRETS {
             assert!(!shown.contains(s), "{s} in Debug output: {shown}");
         }
+    }
+
+    #[test]
+    fn inhibit_rules_are_read_into_the_alerting_config() {
+        let config = Config::from_toml(
+            "[[inhibit_rules]]\nsource_matchers = ['severity=\"critical\"']\n\
+             target_matchers = ['severity=\"warning\"']\nequal = [\"alertname\", \"cluster\"]\n",
+        )
+        .unwrap();
+        let rules = &config.notify.inhibit_rules;
+        assert_eq!(rules.len(), 1);
+        assert_eq!(
+            rules[0].source_matchers[0].to_string(),
+            "severity=\"critical\""
+        );
+        assert_eq!(
+            rules[0].target_matchers[0].to_string(),
+            "severity=\"warning\""
+        );
+        assert_eq!(rules[0].equal, ["alertname", "cluster"]);
+        assert!(Config::from_toml("")
+            .unwrap()
+            .notify
+            .inhibit_rules
+            .is_empty());
+        let e = Config::from_toml(
+            "[[inhibit_rules]]\nsource_matchers = ['a=\"1\"']\n\
+             [[inhibit_rules]]\ntarget_matchers = ['a=']\nequal = [\"a b\"]\n",
+        )
+        .unwrap_err()
+        .0;
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("inhibit_rules[1].equal[0]: invalid label name \"a b\""),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod deliver; // the deliverer: sends queued notifications with retries and d
 pub mod dispatch; // the dispatcher: routes alerts into groups and enqueues at each flush
 pub mod group; // aggregation groups and their timing
 pub mod hold; // what holds an alert back: dependencies and inhibit rules
+pub mod inhibit; // inhibit rules: which firing alerts hold which others back
 pub mod matcher; // Alertmanager label matchers
 pub mod message; // the alert and notification payloads (Alertmanager's webhook format)
 pub mod receiver; // receivers: email, webhook, slack, alertmanager

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::inhibit::InhibitRule;
 use super::receiver::Receiver;
 use super::route::{Route, RouteTree};
 use super::silence::{Silence, SilenceInput, SilenceSource};
@@ -54,6 +55,8 @@ pub struct NotifyConfig {
     pub time_intervals: Vec<NamedTimeInterval>,
     /// Silences declared in the config file.
     pub silences: Vec<Silence>,
+    /// `[[inhibit_rules]]`: which firing alerts hold which others back.
+    pub inhibit_rules: Vec<InhibitRule>,
     /// Where "could not be delivered" notices go; default the root route's receiver.
     pub fallback_receiver: Option<String>,
     pub delivery: DeliverySettings,
