@@ -9,10 +9,10 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::clock::now_ms;
 use crate::config::Config;
 use crate::http::{router, AppState, Shared};
 use crate::metrics::Metrics;
-use crate::clock::now_ms;
 use crate::notify::ack::{LinkKey, SECRET_NAME};
 use crate::notify::deliver::Deliverer;
 use crate::notify::dispatch::DispatchNotice;

@@ -108,7 +108,10 @@ async fn quiet_for(hook: &WebhookSink, d: Duration) {
         after.len(),
         before,
         "no call expected: {:#?}",
-        after[before..].iter().map(Request::json).collect::<Vec<_>>()
+        after[before..]
+            .iter()
+            .map(Request::json)
+            .collect::<Vec<_>>()
     );
 }
 
@@ -180,7 +183,10 @@ both_backends!(
         for _ in 0..3 {
             let (status, page) = curl(&[&link_a]);
             assert_eq!(status, 200, "{page}");
-            assert!(page.contains("Job a") && page.contains("<form method=\"post\""), "{page}");
+            assert!(
+                page.contains("Job a") && page.contains("<form method=\"post\""),
+                "{page}"
+            );
         }
         let i = server.get_json(&format!("/api/v1/incidents/{id_a}")).await;
         assert_eq!(i["acknowledged"], Value::Null, "{i:#}");
@@ -201,7 +207,10 @@ both_backends!(
         let calls_before = hook.requests().len();
         let (status, page) = curl(&["-d", "by=ana", "-d", "comment=restarting the db", &link_a]);
         assert_eq!(status, 200, "{page}");
-        assert!(page.contains("Acknowledged by <strong>ana</strong>"), "{page}");
+        assert!(
+            page.contains("Acknowledged by <strong>ana</strong>"),
+            "{page}"
+        );
         let i = server.get_json(&format!("/api/v1/incidents/{id_a}")).await;
         assert_eq!(i["acknowledged"]["by"], "ana", "{i:#}");
         assert_eq!(i["acknowledged"]["comment"], "restarting the db");
@@ -212,10 +221,17 @@ both_backends!(
         assert_eq!(status, 200);
         let i = server.get_json(&format!("/api/v1/incidents/{id_a}")).await;
         assert_eq!(i["acknowledged"]["by"], "ana");
-        let metrics = server.client.get(server.url("/metrics")).send().await.unwrap();
+        let metrics = server
+            .client
+            .get(server.url("/metrics"))
+            .send()
+            .await
+            .unwrap();
         let metrics = metrics.text().await.unwrap();
         assert!(
-            metrics.lines().any(|l| l == "overdue_incidents_acknowledged 1"),
+            metrics
+                .lines()
+                .any(|l| l == "overdue_incidents_acknowledged 1"),
             "{metrics}"
         );
 
@@ -268,8 +284,10 @@ both_backends!(
                 "{first_mail}"
             );
             assert!(
-                mails.iter().any(|m| text(m).contains("Acknowledged (1):")
-                    && text(m).contains("a — by ana at")),
+                mails
+                    .iter()
+                    .any(|m| text(m).contains("Acknowledged (1):")
+                        && text(m).contains("a — by ana at")),
                 "{:#?}",
                 mails.iter().map(text).collect::<Vec<_>>()
             );
@@ -292,11 +310,21 @@ both_backends!(
         let http = &server.client;
 
         // Bad bodies name what is wrong.
-        let r = http.post(&url).json(&json!({"by": "x".repeat(201)})).send().await.unwrap();
+        let r = http
+            .post(&url)
+            .json(&json!({"by": "x".repeat(201)}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 400);
         let e: Value = r.json().await.unwrap();
         assert!(e.to_string().contains("by"), "{e}");
-        let r = http.post(&url).json(&json!({"who": "x"})).send().await.unwrap();
+        let r = http
+            .post(&url)
+            .json(&json!({"who": "x"}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 400);
         assert!(r.text().await.unwrap().contains("who"));
         let r = http
@@ -416,7 +444,10 @@ async fn postgres_a_link_acknowledged_on_another_replica_stops_the_leaders_remin
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
-    let uuid = r.json::<Value>().await.unwrap()["uuid"].as_str().unwrap().to_string();
+    let uuid = r.json::<Value>().await.unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let r = http
         .get(format!("{}/ping/{uuid}/fail", other.base))
         .send()

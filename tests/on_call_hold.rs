@@ -183,12 +183,30 @@ inhibit_rules:
 /// The checks: slug and labels.
 fn fleet() -> Vec<(&'static str, Value)> {
     vec![
-        ("db-eu", json!({"severity": "critical", "cluster": "eu", "team": "data"})),
-        ("web-eu", json!({"severity": "warning", "cluster": "eu", "team": "web"})),
-        ("web-us", json!({"severity": "warning", "cluster": "us", "team": "web"})),
-        ("cache-us", json!({"severity": "info", "cluster": "us", "team": "web"})),
-        ("net-us", json!({"severity": "critical", "cluster": "us", "team": "infra"})),
-        ("dns-us", json!({"severity": "info", "cluster": "us", "team": "infra"})),
+        (
+            "db-eu",
+            json!({"severity": "critical", "cluster": "eu", "team": "data"}),
+        ),
+        (
+            "web-eu",
+            json!({"severity": "warning", "cluster": "eu", "team": "web"}),
+        ),
+        (
+            "web-us",
+            json!({"severity": "warning", "cluster": "us", "team": "web"}),
+        ),
+        (
+            "cache-us",
+            json!({"severity": "info", "cluster": "us", "team": "web"}),
+        ),
+        (
+            "net-us",
+            json!({"severity": "critical", "cluster": "us", "team": "infra"}),
+        ),
+        (
+            "dns-us",
+            json!({"severity": "info", "cluster": "us", "team": "infra"}),
+        ),
         ("batch-xx", json!({"severity": "warning", "team": "data"})),
         ("lone", json!({})),
     ]
@@ -264,7 +282,10 @@ both_backends!(
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
-        assert_eq!(ours, theirs, "overdue holds {ours:?}, Alertmanager inhibits {theirs:?}");
+        assert_eq!(
+            ours, theirs,
+            "overdue holds {ours:?}, Alertmanager inhibits {theirs:?}"
+        );
         // And the answer itself, so agreeing on nothing cannot pass.
         let want: BTreeSet<String> = ["web-eu", "web-us", "cache-us"]
             .into_iter()

@@ -298,7 +298,11 @@ async fn link_page(State(state): State<AppState>, Path(token): Path<String>) -> 
         return page(
             StatusCode::OK,
             "Already acknowledged",
-            format!("<p>{what}</p>{}{}", acked_line(&incident), check_link(&state, &incident)),
+            format!(
+                "<p>{what}</p>{}{}",
+                acked_line(&incident),
+                check_link(&state, &incident)
+            ),
         );
     }
     page(
@@ -462,14 +466,21 @@ mod tests {
             ("ana".to_string(), None)
         );
         assert_eq!(ack_fields(None, None, "api").unwrap().0, "api");
-        let e = ack_fields(Some("x".repeat(MAX_BY + 1)), Some("y".repeat(MAX_COMMENT + 1)), "api")
-            .unwrap_err();
+        let e = ack_fields(
+            Some("x".repeat(MAX_BY + 1)),
+            Some("y".repeat(MAX_COMMENT + 1)),
+            "api",
+        )
+        .unwrap_err();
         let fields: Vec<&str> = e.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["by", "comment"]);
     }
 
     #[test]
     fn markup_is_escaped() {
-        assert_eq!(esc("<a href='x'>&\"</a>"), "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;");
+        assert_eq!(
+            esc("<a href='x'>&\"</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;"
+        );
     }
 }

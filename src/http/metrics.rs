@@ -83,7 +83,9 @@ async fn scrape(State(state): State<AppState>, headers: HeaderMap) -> Response {
         .set_scrape_gauges(queue, dead, state.evaluator.lag_ms(now));
     match state.store.acknowledged_open_incidents().await {
         Ok(n) => state.metrics.set_acknowledged(n),
-        Err(e) => tracing::warn!(error = %format!("{e:#}"), "metrics: cannot count acknowledged incidents"),
+        Err(e) => {
+            tracing::warn!(error = %format!("{e:#}"), "metrics: cannot count acknowledged incidents")
+        }
     }
     let head = state.metrics.encode();
     let rows = if settings.per_check {

@@ -50,8 +50,8 @@ impl LinkKey {
     }
 
     fn mac(&self, i: Incident<'_>) -> [u8; MAC_LEN] {
-        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
-            .expect("HMAC takes a key of any length");
+        let mut m =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
         m.update(format!("overdue-ack:v1:{}:{}:{}", i.id, i.check_uuid, i.opened_at).as_bytes());
         let full = m.finalize().into_bytes();
         let mut out = [0u8; MAC_LEN];
@@ -114,7 +114,13 @@ mod tests {
         assert!(k.verify(&t, I));
         // Another incident, check or opening instant: refused.
         assert!(!k.verify(&t, Incident { id: 43, ..I }));
-        assert!(!k.verify(&t, Incident { opened_at: I.opened_at + 1, ..I }));
+        assert!(!k.verify(
+            &t,
+            Incident {
+                opened_at: I.opened_at + 1,
+                ..I
+            }
+        ));
         assert!(!k.verify(
             &t,
             Incident {
@@ -128,7 +134,9 @@ mod tests {
 
     #[test]
     fn malformed_tokens_name_nothing() {
-        for t in ["", "42", "42.", ".abc", "x.abc", "-1.abc", "+4.abc", "0.abc"] {
+        for t in [
+            "", "42", "42.", ".abc", "x.abc", "-1.abc", "+4.abc", "0.abc",
+        ] {
             assert_eq!(token_incident(t), None, "{t:?}");
         }
         let k = LinkKey::new("k");

@@ -527,10 +527,22 @@ impl Dispatcher {
         self.record_holding(&ids).await;
         let log_key = (key.to_string(), receiver_name.clone());
         let prior = self.log.get(&log_key).cloned();
-        let mut planned = plan(&self.snapshot(&ids, now), prior.as_ref(), send_resolved, ms(repeat), now);
+        let mut planned = plan(
+            &self.snapshot(&ids, now),
+            prior.as_ref(),
+            send_resolved,
+            ms(repeat),
+            now,
+        );
         if planned.is_some() && self.refresh_acks(&ids).await {
             // Acknowledged on another replica since: decide again.
-            planned = plan(&self.snapshot(&ids, now), prior.as_ref(), send_resolved, ms(repeat), now);
+            planned = plan(
+                &self.snapshot(&ids, now),
+                prior.as_ref(),
+                send_resolved,
+                ms(repeat),
+                now,
+            );
         }
         let mut enqueued = false;
         if let Some(p) = planned {
@@ -641,7 +653,7 @@ impl Dispatcher {
                         failing: h.failing(),
                     })
                     .collect();
-                holders(&candidates)
+                holders(&self.config.inhibit_rules, &candidates)
             }
         };
         let mut changed: Vec<(i64, Option<String>)> = Vec::new();

@@ -242,7 +242,13 @@ mod tests {
         // Every firing alert acknowledged: no reminder, however long.
         let pr = prior(2, &[1, 2], 4 * H);
         assert_eq!(
-            plan(&snap_acked(&[], &[], &[1, 2]), Some(&pr), true, 4 * H, 40 * H),
+            plan(
+                &snap_acked(&[], &[], &[1, 2]),
+                Some(&pr),
+                true,
+                4 * H,
+                40 * H
+            ),
             None
         );
         // Acknowledging alone says nothing.
@@ -257,7 +263,14 @@ mod tests {
         assert!(p.firing.is_empty());
         // A new alert in the group is announced, the acknowledged one not
         // listed as firing.
-        let p = plan(&snap_acked(&[3], &[], &[1, 2]), Some(&pr), true, 4 * H, 5 * H).unwrap();
+        let p = plan(
+            &snap_acked(&[3], &[], &[1, 2]),
+            Some(&pr),
+            true,
+            4 * H,
+            5 * H,
+        )
+        .unwrap();
         assert_eq!(p.firing, vec![3]);
         assert_eq!(p.acknowledged, vec![1, 2]);
         assert_eq!(p.announced, set(&[1, 2, 3]));
@@ -265,7 +278,10 @@ mod tests {
 
     #[test]
     fn acknowledged_before_being_announced_is_never_announced() {
-        assert_eq!(plan(&snap_acked(&[], &[], &[1]), None, true, 4 * H, 0), None);
+        assert_eq!(
+            plan(&snap_acked(&[], &[], &[1]), None, true, 4 * H, 0),
+            None
+        );
         let p = plan(&snap_acked(&[2], &[], &[1]), None, true, 4 * H, 0).unwrap();
         assert_eq!(p.firing, vec![2]);
         assert!(p.acknowledged.is_empty());

@@ -100,7 +100,11 @@ pub fn slack_body(message: &Message, channel: Option<&str>, username: Option<&st
             .acknowledged
             .iter()
             .map(|k| {
-                let comment = k.comment.as_deref().map(|c| format!(": {c}")).unwrap_or_default();
+                let comment = k
+                    .comment
+                    .as_deref()
+                    .map(|c| format!(": {c}"))
+                    .unwrap_or_default();
                 escape(&format!(
                     "{} — by {} at {}{comment}",
                     k.check,
