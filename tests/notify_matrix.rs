@@ -188,6 +188,7 @@ fn message(status: AlertStatus, key: &str) -> Message {
             generator_url: "http://overdue.test/checks/x".into(),
             fingerprint: "00000000000000bb".into(),
         }],
+        acknowledged: Vec::new(),
         idempotency_key: key.into(),
     };
     m.finish();

@@ -341,6 +341,13 @@ both_backends!(
         assert_eq!(v["acknowledged"]["by"], "api", "{v:#}");
         assert_eq!(v["check"], "a");
 
+        // The notifications API does not hand the link out (a read key
+        // could acknowledge with it).
+        let listed = server.get_json("/api/v1/notifications").await;
+        let text = listed.to_string();
+        assert!(text.contains("/ack/<redacted>"), "{text}");
+        assert!(!text.contains(&format!("/ack/{id}.")), "{text}");
+
         // The dashboard shows who acknowledged it.
         let page = http
             .get(server.url(&format!("/checks/{a}")))

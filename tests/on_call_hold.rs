@@ -146,7 +146,7 @@ both_backends!(
         let (slug0, uuid0) = &children[0];
         ping(&server, &format!("/ping/{uuid0}")).await;
         let calls = exactly(&hook, 14, Duration::from_secs(1)).await;
-        assert_eq!(checks(&calls[13..], "resolved"), [slug0.clone()]);
+        assert_eq!(checks(&calls[13..], "resolved"), vec![slug0.to_string()]);
         server.stop().await;
     }
 );

@@ -191,6 +191,12 @@ async fn ack(
         )));
     }
     let after = acknowledge(&state, id, &by, comment.as_deref()).await?;
+    if after.acked_at.is_none() {
+        // It resolved in between.
+        return Err(AppError::Conflict(format!(
+            "incident {id} has resolved; there is nothing to acknowledge"
+        )));
+    }
     Ok(Json(detail(after)))
 }
 
@@ -356,6 +362,16 @@ async fn link_ack(
         }
     };
     match acknowledge(&state, incident.id, &by, comment.as_deref()).await {
+        // It resolved in between: the link has just expired.
+        Ok(after) if after.acked_at.is_none() => page(
+            StatusCode::GONE,
+            "Already resolved",
+            format!(
+                "<p>{} recovered: the incident is over and this link has expired.</p>{}",
+                esc(&after.check_name_or_label()),
+                check_link(&state, &after)
+            ),
+        ),
         Ok(after) => page(
             StatusCode::OK,
             "Acknowledged",

@@ -75,7 +75,7 @@ fn notification_view(n: NotificationRecord, attempts: &[AttemptRecord]) -> Notif
                 error: a.error.clone(),
             })
             .collect(),
-        payload: serde_json::from_str(&n.payload).unwrap_or(Value::Null),
+        payload: without_ack_links(serde_json::from_str(&n.payload).unwrap_or(Value::Null)),
         created_at: rfc3339(n.created_at),
         next_attempt_at: n.next_attempt_at.map(rfc3339),
         delivered_at: n.delivered_at.map(rfc3339),
@@ -89,6 +89,30 @@ fn notification_view(n: NotificationRecord, attempts: &[AttemptRecord]) -> Notif
         attempts: n.attempts,
         last_error: n.last_error,
     }
+}
+
+/// The payload with its acknowledge links cut to their address: a link
+/// acknowledges without an API key, so a read key must not hand it out.
+fn without_ack_links(mut payload: Value) -> Value {
+    let redact = |annotations: &mut Value| {
+        if let Some(link) = annotations.get_mut("acknowledge") {
+            if let Some(text) = link.as_str() {
+                let kept = text.rsplit_once("/ack/").map_or("", |(base, _)| base);
+                *link = Value::String(format!("{kept}/ack/<redacted>"));
+            }
+        }
+    };
+    if let Some(alerts) = payload.get_mut("alerts").and_then(Value::as_array_mut) {
+        for a in alerts {
+            if let Some(ann) = a.get_mut("annotations") {
+                redact(ann);
+            }
+        }
+    }
+    if let Some(ann) = payload.get_mut("commonAnnotations") {
+        redact(ann);
+    }
+    payload
 }
 
 /// Filters of the notification list.

@@ -127,6 +127,9 @@ pub struct Dispatcher {
     /// What holds each open alert back, worked out at most once between
     /// changes (`None`: to be worked out again).
     holding: Option<HashMap<i64, Vec<String>>>,
+    /// Incidents whose `inhibited_by` could not be recorded: written again
+    /// at their group's next flush.
+    unrecorded: BTreeSet<i64>,
 }
 
 impl Dispatcher {
@@ -155,6 +158,7 @@ impl Dispatcher {
                 last_resync: 0,
                 links: None,
                 holding: None,
+                unrecorded: BTreeSet::new(),
             },
             DispatchHandle { tx },
         )
@@ -234,7 +238,8 @@ impl Dispatcher {
             held.src = src;
             // What held others back may have stopped doing so.
             if (was.0 && !held.failing()) || (was.1 && !held.source()) {
-                self.release(now);
+                let label = held.labels.get("check").cloned().unwrap_or_default();
+                self.release(&[label], now);
             }
             let Some(held) = self.alerts.get_mut(&id) else {
                 return;
@@ -295,10 +300,10 @@ impl Dispatcher {
         );
     }
 
-    /// A failing alert stopped failing: the alerts it may have held are
-    /// announced after `group_wait` if nothing holds them any more (SPEC
-    /// §6.2), even in groups that notified before.
-    fn release(&mut self, now: UnixMs) {
+    /// The alerts of these checks stopped failing (or firing): the alerts
+    /// they held are announced after `group_wait` if nothing holds them any
+    /// more (SPEC §6.2), even in groups that notified before.
+    fn release(&mut self, checks: &[String], now: UnixMs) {
         let config = self.config.clone();
         let Some(tree) = config.route.as_ref() else {
             return;
@@ -306,7 +311,7 @@ impl Dispatcher {
         let keys: BTreeSet<String> = self
             .alerts
             .values()
-            .filter(|h| h.open() && !h.holders.is_empty())
+            .filter(|h| h.open() && h.holders.iter().any(|c| checks.contains(c)))
             .flat_map(|h| h.groups.iter().cloned())
             .collect();
         for key in keys {
@@ -461,16 +466,18 @@ impl Dispatcher {
     /// Marks the alerts of `ids` that the store no longer has (deleted with
     /// their check) as resolved at `now`.
     fn resolve_gone(&mut self, ids: &[i64], found: &BTreeSet<i64>, now: UnixMs) {
-        let mut released = false;
+        let mut released = Vec::new();
         for id in ids.iter().filter(|id| !found.contains(id)) {
             if let Some(h) = self.alerts.get_mut(id) {
-                released |= h.source();
+                if h.source() {
+                    released.extend(h.labels.get("check").cloned());
+                }
                 h.src.resolved_at = Some(now);
                 self.holding = None;
             }
         }
-        if released {
-            self.release(now);
+        if !released.is_empty() {
+            self.release(&released, now);
         }
     }
 
@@ -666,10 +673,11 @@ impl Dispatcher {
             } else {
                 Vec::new()
             };
-            if now_held != h.holders {
-                if now_held.is_empty() {
+            let retry = self.unrecorded.remove(id);
+            if now_held != h.holders || retry {
+                if now_held != h.holders && now_held.is_empty() {
                     tracing::info!(alert = id, "no longer held back");
-                } else {
+                } else if now_held != h.holders {
                     tracing::info!(alert = id, by = ?now_held, "held back by what it depends on or an inhibit rule");
                 }
                 h.holders = now_held;
@@ -682,8 +690,10 @@ impl Dispatcher {
         }
         self.holding = Some(holding);
         if let Err(e) = self.store.set_inhibited_by(&changed).await {
-            // The decision stands; only what the resource shows lags.
+            // The decision stands; only what the resource shows lags until
+            // the next flush writes it again.
             tracing::warn!(error = %format!("{e:#}"), "cannot record what holds incidents back");
+            self.unrecorded.extend(changed.iter().map(|(id, _)| *id));
         }
     }
 
