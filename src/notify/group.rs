@@ -277,6 +277,30 @@ mod tests {
     }
 
     #[test]
+    fn an_alert_firing_again_after_it_was_held_is_announced_again() {
+        // 1 was announced, then held (its parent failed) while 2 resolved:
+        // the last notification listed nothing as firing.
+        let pr = Prior {
+            seq: 2,
+            announced: set(&[1]),
+            firing: set(&[]),
+            sent_at: 0,
+        };
+        // Its parent recovers: 1 fires again and is told at once, not at
+        // the next reminder.
+        let p = plan(&snap(&[1], &[]), Some(&pr), true, 4 * H, 1).unwrap();
+        assert_eq!(p.firing, vec![1]);
+        // Told once: the next flush says nothing.
+        let pr = Prior {
+            seq: p.seq,
+            announced: p.announced.clone(),
+            firing: p.firing.iter().copied().collect(),
+            sent_at: 1,
+        };
+        assert_eq!(plan(&snap(&[1], &[]), Some(&pr), true, 4 * H, 2), None);
+    }
+
+    #[test]
     fn acknowledged_before_being_announced_is_never_announced() {
         assert_eq!(
             plan(&snap_acked(&[], &[], &[1]), None, true, 4 * H, 0),
