@@ -8,18 +8,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
-use super::ack::{link, Incident, LinkKey};
-use super::group::{notification_id, plan, Plan, Prior, Snapshot};
-use super::hold::{holders, Candidate};
-use super::message::{
-    zero_instant, AckedAlert, Alert, AlertStatus, LabelSet, Message, ALERTNAME_CHECK,
-    ALERTNAME_OVERLAP,
-};
+use super::ack::LinkKey;
+use super::group::{plan, Prior};
+use super::message::{LabelSet, ALERTNAME_CHECK, ALERTNAME_OVERLAP};
 use super::route::{Route, RouteTree};
 use super::silence::Silence;
 use super::NotifyConfig;
@@ -31,6 +26,9 @@ use crate::store::notify::{
 use crate::store::Store;
 use crate::workers::leading::{self, LeaderWorker};
 use crate::workers::lease::LeaderWatch;
+
+mod on_call; // holding, acknowledgements read again, releasing groups
+mod render; // the message: alerts, acknowledge links, acknowledged alerts
 
 /// How often every open incident is read again, so nothing depends on a
 /// notice alone.
@@ -298,33 +296,6 @@ impl Dispatcher {
                 holders,
             },
         );
-    }
-
-    /// The alerts of these checks stopped failing (or firing): the alerts
-    /// they held are announced after `group_wait` if nothing holds them any
-    /// more (SPEC §6.2), even in groups that notified before.
-    fn release(&mut self, checks: &[String], now: UnixMs) {
-        let config = self.config.clone();
-        let Some(tree) = config.route.as_ref() else {
-            return;
-        };
-        let keys: BTreeSet<String> = self
-            .alerts
-            .values()
-            .filter(|h| h.open() && h.holders.iter().any(|c| checks.contains(c)))
-            .flat_map(|h| h.groups.iter().cloned())
-            .collect();
-        for key in keys {
-            let Some(g) = self.groups.get_mut(&key) else {
-                continue;
-            };
-            let at = now + ms(tree.route(g.route).group_wait);
-            if at < g.next_flush {
-                self.schedule.remove(&(g.next_flush, key.clone()));
-                g.next_flush = at;
-                self.schedule.insert((at, key));
-            }
-        }
     }
 
     fn announced_anywhere(&self, id: i64) -> bool {
@@ -615,120 +586,6 @@ impl Dispatcher {
         enqueued
     }
 
-    /// The group's open alerts at `now`: firing, held (silenced, quiet,
-    /// paused, or held back by what they depend on or an inhibit rule) or
-    /// acknowledged.
-    fn snapshot(&self, ids: &[i64], now: UnixMs) -> Snapshot {
-        let mut snapshot = Snapshot::default();
-        for id in ids {
-            let Some(h) = self.alerts.get(id) else {
-                continue;
-            };
-            if !h.open() {
-                continue;
-            }
-            let silenced = self.silences.iter().any(|s| s.silences(&h.labels, now));
-            if silenced || h.src.quiet == Some(true) || h.src.paused || !h.holders.is_empty() {
-                snapshot.held.insert(*id);
-            } else if h.src.acked_at.is_some() {
-                snapshot.acked.insert(*id);
-            } else {
-                snapshot.firing.insert(*id);
-            }
-        }
-        snapshot
-    }
-
-    /// Works out what holds each of `ids` back now and records what
-    /// changed, so the check's resource shows it (`inhibited_by`).
-    async fn record_holding(&mut self, ids: &[i64]) {
-        let holding = match self.holding.take() {
-            Some(h) => h,
-            None => {
-                let candidates: Vec<Candidate<'_>> = self
-                    .alerts
-                    .iter()
-                    .filter(|(_, h)| h.source())
-                    .map(|(id, h)| Candidate {
-                        id: *id,
-                        labels: &h.labels,
-                        depends_on: if h.src.is_overlap() {
-                            Vec::new()
-                        } else {
-                            h.src.depends_on()
-                        },
-                        failing: h.failing(),
-                    })
-                    .collect();
-                holders(&self.config.inhibit_rules, &candidates)
-            }
-        };
-        let mut changed: Vec<(i64, Option<String>)> = Vec::new();
-        for id in ids {
-            let Some(h) = self.alerts.get_mut(id) else {
-                continue;
-            };
-            let now_held = if h.open() {
-                holding.get(id).cloned().unwrap_or_default()
-            } else {
-                Vec::new()
-            };
-            let retry = self.unrecorded.remove(id);
-            if now_held != h.holders || retry {
-                if now_held != h.holders && now_held.is_empty() {
-                    tracing::info!(alert = id, "no longer held back");
-                } else if now_held != h.holders {
-                    tracing::info!(alert = id, by = ?now_held, "held back by what it depends on or an inhibit rule");
-                }
-                h.holders = now_held;
-                if *id > 0 {
-                    let json = (!h.holders.is_empty())
-                        .then(|| serde_json::to_string(&h.holders).unwrap_or_default());
-                    changed.push((*id, json));
-                }
-            }
-        }
-        self.holding = Some(holding);
-        if let Err(e) = self.store.set_inhibited_by(&changed).await {
-            // The decision stands; only what the resource shows lags until
-            // the next flush writes it again.
-            tracing::warn!(error = %format!("{e:#}"), "cannot record what holds incidents back");
-            self.unrecorded.extend(changed.iter().map(|(id, _)| *id));
-        }
-    }
-
-    /// Reads the acknowledgements of the group's incidents again (another
-    /// replica may have taken one); true when one changed.
-    async fn refresh_acks(&mut self, ids: &[i64]) -> bool {
-        let incidents: Vec<i64> = ids
-            .iter()
-            .copied()
-            .filter(|id| *id > 0 && self.alerts.get(id).is_some_and(Held::open))
-            .collect();
-        if incidents.is_empty() {
-            return false;
-        }
-        let acks = match self.store.incident_acks(&incidents).await {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::warn!(error = %format!("{e:#}"), "cannot read acknowledgements");
-                return false;
-            }
-        };
-        let mut changed = false;
-        for a in acks {
-            if let Some(h) = self.alerts.get_mut(&a.id) {
-                if h.src.acked_at != a.acked_at || h.src.acked_by != a.acked_by {
-                    h.src.acked_at = a.acked_at;
-                    h.src.acked_by = a.acked_by;
-                    h.src.ack_comment = a.ack_comment;
-                    changed = true;
-                }
-            }
-        }
-        changed
-    }
-
     /// Drops resolved alerts the receiver needs no more news of, and the
     /// group once it is empty.
     fn cleanup(&mut self, key: &str, send_resolved: bool) {
@@ -770,119 +627,6 @@ impl Dispatcher {
             self.schedule.remove(&(g.next_flush, key.to_string()));
             g.next_flush = at;
             self.schedule.insert((at, key.to_string()));
-        }
-    }
-
-    fn message(&self, key: &str, receiver: &str, p: &Plan, now: UnixMs) -> Message {
-        let group_labels = self
-            .groups
-            .get(key)
-            .map(|g| g.labels.clone())
-            .unwrap_or_default();
-        let acknowledged = p
-            .acknowledged
-            .iter()
-            .filter_map(|id| self.alerts.get(id))
-            .map(|h| AckedAlert {
-                check: h.labels.get("check").cloned().unwrap_or_default(),
-                by: h.src.acked_by.clone().unwrap_or_default(),
-                at: instant(h.src.acked_at.unwrap_or(now)),
-                comment: h.src.ack_comment.clone(),
-                link: format!("{}/checks/{}", self.base_url, h.src.uuid),
-            })
-            .collect();
-        let mut alerts = Vec::with_capacity(p.firing.len() + p.resolved.len());
-        for (ids, status) in [
-            (&p.firing, AlertStatus::Firing),
-            (&p.resolved, AlertStatus::Resolved),
-        ] {
-            for id in ids {
-                if let Some(h) = self.alerts.get(id) {
-                    alerts.push(self.alert(h, status, now));
-                }
-            }
-        }
-        let mut m = Message {
-            version: "4".to_string(),
-            group_key: key.to_string(),
-            truncated_alerts: 0,
-            status: AlertStatus::Firing,
-            receiver: receiver.to_string(),
-            group_labels,
-            common_labels: LabelSet::new(),
-            common_annotations: LabelSet::new(),
-            external_url: self.base_url.clone(),
-            alerts,
-            acknowledged,
-            idempotency_key: notification_id(key, receiver, p),
-        };
-        m.finish();
-        m
-    }
-
-    fn alert(&self, h: &Held, status: AlertStatus, now: UnixMs) -> Alert {
-        let src = &h.src;
-        // The dashboard's page of the check (SPEC §6).
-        let url = format!("{}/checks/{}", self.base_url, src.uuid);
-        let display = if src.name.is_empty() {
-            h.labels.get("check").cloned().unwrap_or_default()
-        } else {
-            src.name.clone()
-        };
-        let mut annotations = LabelSet::new();
-        let summary = match status {
-            AlertStatus::Firing if src.is_overlap() => {
-                format!("{display} has two or more runs open at once")
-            }
-            AlertStatus::Resolved if src.is_overlap() => {
-                format!("{display} no longer has overlapping runs")
-            }
-            AlertStatus::Firing => {
-                let st = src.status.as_deref().unwrap_or(&src.incident_status);
-                match src.reason.as_deref().or(src.incident_reason.as_deref()) {
-                    Some(r) => format!("{display} is {st} ({r})"),
-                    None => format!("{display} is {st}"),
-                }
-            }
-            AlertStatus::Resolved => format!("{display} recovered"),
-        };
-        annotations.insert("summary".into(), summary);
-        if let Some(t) = src.last_ping_at.and_then(rfc3339) {
-            annotations.insert("last_ping".into(), t);
-        }
-        if let Some(items) = src.last_items.filter(|_| !src.is_overlap()) {
-            annotations.insert("last_items".into(), items.to_string());
-        }
-        if let Some(last) = src.last_success_at.filter(|_| !src.is_overlap()) {
-            let end = src.resolved_at.unwrap_or(now);
-            let secs = (end - last).max(0) / 1000;
-            annotations.insert(
-                "staleness".into(),
-                humantime::format_duration(Duration::from_secs(secs as u64)).to_string(),
-            );
-        }
-        annotations.insert("link".into(), url.clone());
-        // The one-click acknowledge link of a firing incident.
-        if let (AlertStatus::Firing, false, Some(key)) = (status, src.is_overlap(), &self.links) {
-            let incident = Incident {
-                id: src.incident_id,
-                check_uuid: &src.uuid,
-                opened_at: src.opened_at,
-            };
-            annotations.insert("acknowledge".into(), link(&self.base_url, key, incident));
-        }
-        Alert {
-            status,
-            labels: h.labels.clone(),
-            annotations,
-            starts_at: instant(src.opened_at),
-            ends_at: match (status, src.resolved_at) {
-                (AlertStatus::Resolved, Some(t)) => instant(t),
-                (AlertStatus::Resolved, None) => instant(now),
-                _ => zero_instant(),
-            },
-            generator_url: url,
-            fingerprint: fingerprint(&h.labels),
         }
     }
 
@@ -988,15 +732,6 @@ pub fn fingerprint(labels: &BTreeMap<String, String>) -> String {
         h.update([0xff]);
     }
     hex::encode(&h.finalize()[..8])
-}
-
-fn instant(ms: UnixMs) -> DateTime<Utc> {
-    DateTime::<Utc>::from_timestamp_millis(ms).unwrap_or_else(zero_instant)
-}
-
-fn rfc3339(ms: UnixMs) -> Option<String> {
-    DateTime::<Utc>::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
 
 pub(crate) fn ms(d: Duration) -> i64 {
