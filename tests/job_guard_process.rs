@@ -637,10 +637,17 @@ async fn an_acquire_whose_answer_was_lost_gets_its_own_seat_on_retry() {
     let r = fake.requests();
     let names = fake.endpoints();
     assert!(!names.contains(&"/skip".to_string()), "{names:?}");
-    assert_eq!(&names[..3], ["/lock", "/lock", "/due"], "{names:?}");
-    let nonce = r[0].param("nonce").expect("an acquire carries a nonce");
+    // The first requests, renewals left out: a loaded machine may renew the
+    // 900 ms seat (every 300 ms) before `due` is asked.
+    let asked: Vec<&Req> = r
+        .iter()
+        .filter(|q| !(q.endpoint == "/lock" && q.param("token").is_some()))
+        .collect();
+    let first: Vec<&str> = asked.iter().take(3).map(|q| q.endpoint.as_str()).collect();
+    assert_eq!(first, ["/lock", "/lock", "/due"], "{names:?}");
+    let nonce = asked[0].param("nonce").expect("an acquire carries a nonce");
     assert!(uuid::Uuid::parse_str(nonce).is_ok(), "{nonce}");
-    assert_eq!(r[1].param("nonce"), Some(nonce));
+    assert_eq!(asked[1].param("nonce"), Some(nonce));
     // Renewals name their seat by token, not by nonce.
     let renewals: Vec<&Req> = r
         .iter()
