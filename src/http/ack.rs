@@ -456,19 +456,9 @@ fn page(status: StatusCode, title: &str, body: String) -> Response {
         .into_response()
 }
 
+/// Text made safe for HTML content and attribute values.
 fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    super::badge::xml_escape(s)
 }
 
 #[cfg(test)]
