@@ -302,4 +302,40 @@ mod tests {
         assert!(t.starts_with("[RESOLVED]"), "{t}");
         assert!(t.contains("a — RESOLVED"));
     }
+
+    #[test]
+    fn acknowledge_links_and_acknowledged_alerts_are_in_every_markup() {
+        let mut a = alert(AlertStatus::Firing, "backup");
+        a.annotations
+            .insert("acknowledge".into(), "http://o/ack/1.x(y)".into());
+        let mut m = message(&[], vec![a]);
+        m.acknowledged.push(crate::notify::message::AckedAlert {
+            check: "poll_<x>".into(),
+            by: "ana".into(),
+            at: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+            comment: Some("on it".into()),
+            link: String::new(),
+        });
+        let plain = within(&m, Markup::Plain, "T", 1000);
+        assert!(
+            plain.contains("backup — firing — acknowledge: http://o/ack/1.x(y)"),
+            "{plain}"
+        );
+        assert!(
+            plain.ends_with("Acknowledged:\npoll_<x> — by ana at 2023-11-14T22:13:20Z: on it"),
+            "{plain}"
+        );
+        let html = within(&m, Markup::Html, "T", 1000);
+        assert!(
+            html.contains("<a href=\"http://o/ack/1.x(y)\">acknowledge</a>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<b>Acknowledged:</b>\npoll_&lt;x&gt;"),
+            "{html}"
+        );
+        let md = within(&m, Markup::Markdown, "T", 1000);
+        assert!(md.contains("[acknowledge](http://o/ack/1.x(y%29)"), "{md}");
+        assert!(md.contains("**Acknowledged:**"), "{md}");
+    }
 }

@@ -259,6 +259,30 @@ mod tests {
     }
 
     #[test]
+    fn acknowledge_links_and_acknowledged_alerts_have_their_place() {
+        let mut a = alert(AlertStatus::Firing, "etl");
+        a.annotations
+            .insert("acknowledge".into(), "http://o/ack/7.abc".into());
+        let mut m = message(&[], vec![a]);
+        m.acknowledged.push(crate::notify::message::AckedAlert {
+            check: "db".into(),
+            by: "ana".into(),
+            at: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+            comment: None,
+            link: String::new(),
+        });
+        let body = slack_body(&m, None, None);
+        check_limits(&body);
+        let section = body["blocks"][1]["text"]["text"].as_str().unwrap();
+        assert!(
+            section.ends_with("<http://o/ack/7.abc|Acknowledge>"),
+            "{section}"
+        );
+        let last = body["blocks"][2]["text"]["text"].as_str().unwrap();
+        assert_eq!(last, "*Acknowledged:*\ndb — by ana at 2023-11-14T22:13:20Z");
+    }
+
+    #[test]
     fn long_texts_are_cut_and_markup_escaped() {
         let mut a = alert(AlertStatus::Firing, "<!channel> & co");
         a.annotations.insert("summary".into(), "s".repeat(5000));
