@@ -198,7 +198,9 @@ tz = "Europe/London"
         "{text}"
     );
     assert!(
-        text.contains("\n  stalled when successes report items=0 for 30m of active time\n"),
+        text.contains(
+            "\n  stalled (zero_items) when successes report items=0 for 30m of active time\n"
+        ),
         "{text}"
     );
     assert!(
