@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::sinks::WebhookSink;
-use common::{TestServer, HANG_GUARD};
+use common::{Backend, TestDb, TestServer, HANG_GUARD};
 use serde_json::{json, Value};
 
 /// Polls `path` until `pred` holds.
@@ -229,3 +229,79 @@ group_wait = "100ms"
     assert_eq!(alert["labels"]["reason"], "low_items", "{body}");
     s.stop().await;
 });
+
+/// Applies the migrations from before stalled carried a reason (up to 0014).
+async fn migrate_to_0014(db: &TestDb) {
+    use sqlx::Connection;
+    let dir = match db.backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    };
+    let path = format!("{}/migrations/{dir}", env!("CARGO_MANIFEST_DIR"));
+    let mut m = sqlx::migrate::Migrator::new(std::path::Path::new(&path))
+        .await
+        .unwrap();
+    m.migrations = m
+        .migrations
+        .iter()
+        .filter(|x| x.version <= 14)
+        .cloned()
+        .collect::<Vec<_>>()
+        .into();
+    match db.backend {
+        Backend::Sqlite => {
+            let opts: sqlx::sqlite::SqliteConnectOptions = db.url.parse().unwrap();
+            let mut c = sqlx::SqliteConnection::connect_with(&opts.create_if_missing(true))
+                .await
+                .unwrap();
+            m.run_direct(&mut c).await.unwrap();
+        }
+        Backend::Postgres => {
+            let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            m.run_direct(&mut c).await.unwrap();
+        }
+    }
+}
+
+both_backends!(
+    an_upgrade_names_the_reason_of_stalled_rows,
+    |backend| async move {
+        let db = TestDb::new(backend).await;
+        migrate_to_0014(&db).await;
+        // Before 0015 only the zero-items rule stalled a check, without a reason.
+        db.sql(
+            "INSERT INTO checks (id, uuid, created_at, updated_at) VALUES \
+               (1, '7f1c9a52-4a43-4c1b-9f0e-1d2e3f4a5b6c', 0, 0), \
+               (2, '8f1c9a52-4a43-4c1b-9f0e-1d2e3f4a5b6c', 0, 0); \
+             INSERT INTO check_state (check_id) VALUES (1), (2); \
+             INSERT INTO check_status (check_id, status, reason, since) VALUES \
+               (1, 'stalled', NULL, 5), (2, 'late', NULL, 5); \
+             INSERT INTO flips (check_id, at, old_status, new_status, reason, recorded_at) VALUES \
+               (1, 5, 'up', 'stalled', NULL, 5), (2, 5, 'up', 'late', NULL, 5); \
+             INSERT INTO incidents (check_id, opened_at, status, reason) VALUES \
+               (1, 5, 'stalled', NULL);",
+        )
+        .await;
+        let config = overdue::config::Config::from_toml(&db.config_toml("")).unwrap();
+        overdue::store::migrate(config.database()).await.unwrap();
+        for (query, want) in [
+            (
+                "SELECT COUNT(*) FROM check_status WHERE reason = 'zero_items'",
+                1,
+            ),
+            ("SELECT COUNT(*) FROM check_status WHERE reason IS NULL", 1),
+            ("SELECT COUNT(*) FROM flips WHERE reason = 'zero_items'", 1),
+            ("SELECT COUNT(*) FROM flips WHERE reason IS NULL", 1),
+            (
+                "SELECT COUNT(*) FROM incidents WHERE reason = 'zero_items'",
+                1,
+            ),
+            (
+                "SELECT COUNT(*) FROM check_state WHERE low_streak_runs = 0",
+                2,
+            ),
+        ] {
+            assert_eq!(db.count(query).await, want, "{query}");
+        }
+    }
+);
