@@ -941,6 +941,42 @@ mod tests {
             }
         }
 
+        /// With the item rules by runs, stalled exactly when a streak reached
+        /// its count, and the reason is the first rule that holds: zero_items,
+        /// then low_items. A streak counts successes with items only.
+        #[test]
+        fn item_rules_stall_with_the_first_reason_that_holds(
+            reports in proptest::collection::vec(proptest::option::of(0u64..6), 1..25),
+            floor in 1u64..5,
+            floor_runs in 1u32..4,
+            zero_runs in 1u32..4,
+        ) {
+            let json = format!(
+                r#"{{"interval":"1d","min_items":{floor},"min_items_runs":{floor_runs},"zero_items_runs":{zero_runs}}}"#
+            );
+            let r = rules(&json);
+            let mut s = Summary::default();
+            let (mut zeros, mut lows) = (0u32, 0u32);
+            let base = Utc.with_ymd_and_hms(2026, 3, 1, 0, 0, 0).unwrap();
+            for (i, items) in reports.iter().enumerate() {
+                let at = (base + Duration::minutes(i as i64)).to_rfc3339();
+                counted(&mut s, &json, &at, *items);
+                if let Some(n) = items {
+                    zeros = if *n == 0 { zeros + 1 } else { 0 };
+                    lows = if *n < floor { lows + 1 } else { 0 };
+                }
+                let e = evaluate(&r, &s, false, &[], base + Duration::minutes(i as i64));
+                let want = if zeros >= zero_runs {
+                    (Status::Stalled, Some(Reason::ZeroItems))
+                } else if lows >= floor_runs {
+                    (Status::Stalled, Some(Reason::LowItems))
+                } else {
+                    (Status::Up, None)
+                };
+                prop_assert_eq!((e.status, e.reason), want);
+            }
+        }
+
         /// Down exactly when active staleness reached interval + grace.
         #[test]
         fn down_iff_staleness_reaches_the_limit(
