@@ -1,5 +1,6 @@
-//! What one ping does to a check's summary: counters, items, the zero streak,
-//! and run bookkeeping (SPEC §2, §3.3, §3.4). Pure: the caller stores the result.
+//! What one ping does to a check's summary: counters, items, the zero and low
+//! streaks, and run bookkeeping, with runs that finish too fast counted as
+//! failures (SPEC §2, §3.3, §3.4). Pure: the caller stores the result.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
