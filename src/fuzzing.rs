@@ -363,6 +363,9 @@ tz = "America/New_York"
 active_hours = [ { start = "18:00", end = "09:00", days = ["mon-fri"] } ]
 max_runtime = "2h"
 failure_threshold = 2
+min_items = 3
+min_items_runs = 2
+min_runtime = "1s"
 "#;
 
 /// The real router on a SQLite database of its own, with the workers that
@@ -380,8 +383,9 @@ static SERVERS: AtomicU64 = AtomicU64::new(0);
 
 impl Server {
     /// A fresh server: a new database in a new folder under the temp dir,
-    /// the checks `backup` (interval) and `nightly` (cron, active hours)
-    /// from its config file, and `api-check` created through the API.
+    /// the checks `backup` (interval) and `nightly` (cron, active hours,
+    /// the item floor and min_runtime) from its config file, and
+    /// `api-check` created through the API.
     pub fn start() -> Server {
         Self::start_with(SERVER_CONFIG)
     }

@@ -163,6 +163,56 @@ fn config_check_explains_lock_seats_and_refuses_zero() {
 }
 
 #[test]
+fn config_check_explains_item_floors_and_min_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("checks.toml");
+    std::fs::write(
+        &path,
+        "[[checks]]\nslug = \"etl\"\ninterval = \"1h\"\nmin_items = 10\nmin_items_runs = 3\n\
+         min_runtime = \"5s\"\n",
+    )
+    .unwrap();
+    let out = overdue()
+        .args(["config", "check"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(
+            "stalled (low_items) after 3 successes in a row each reporting fewer than 10 items \
+             (min_items)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("a success that finishes in less than 5s counts as a failure (min_runtime)"),
+        "{text}"
+    );
+    std::fs::write(
+        &path,
+        "[[checks]]\nslug = \"etl\"\nmin_items = 0\nmin_runtime = \"0s\"\n\n\
+         [[checks]]\nslug = \"b\"\nmin_items_runs = 2\n",
+    )
+    .unwrap();
+    let out = overdue()
+        .args(["config", "check"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for e in [
+        "checks[0].min_items: 0 is out of range",
+        "checks[0].min_runtime: \"0s\" is shorter than the minimum of 1s",
+        "checks[1].min_items_runs: applies only with min_items",
+    ] {
+        assert!(err.contains(e), "{e} missing from {err}");
+    }
+}
+
+#[test]
 fn config_check_explains_depends_on_and_refuses_cycles() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("checks.toml");

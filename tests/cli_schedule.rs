@@ -178,6 +178,9 @@ interval = "1m"
 tz = "Asia/Shanghai"
 labels = { team = "data" }
 zero_items_after = "30m"
+min_items = 5
+min_items_runs = 10
+min_runtime = "2s"
 active_hours = [ { start = "18:00", end = "09:00" } ]
 
 [[checks]]
@@ -198,7 +201,12 @@ tz = "Europe/London"
         "{text}"
     );
     assert!(
-        text.contains("\n  stalled when successes report items=0 for 30m of active time\n"),
+        text.contains(
+            "\n  stalled (zero_items) when successes report items=0 for 30m of active time\n  \
+             stalled (low_items) after 10 successes in a row each reporting fewer than 5 items \
+             (min_items)\n  a success that finishes in less than 2s counts as a failure \
+             (min_runtime)\n"
+        ),
         "{text}"
     );
     assert!(

@@ -225,9 +225,10 @@ both_backends!(zero_items_stall_and_recover, |backend| async move {
         "up"
     );
     s.ping(&format!("/ping/{runs_uuid}?items=0")).await;
+    let v = s.get_json(&format!("/api/v1/checks/{runs_uuid}")).await;
     assert_eq!(
-        s.get_json(&format!("/api/v1/checks/{runs_uuid}")).await["status"],
-        "stalled"
+        (&v["status"], &v["reason"]),
+        (&json!("stalled"), &json!("zero_items"))
     );
     s.ping(&format!("/ping/{runs_uuid}?items=1")).await;
     assert_eq!(
@@ -245,6 +246,7 @@ both_backends!(zero_items_stall_and_recover, |backend| async move {
     let flips_url = s.url(&format!("/api/v1/checks/{time_uuid}/flips"));
     let flips = wait_for(&s.client, &flips_url, |f| transitions(f).len() == 2).await;
     assert_eq!(transitions(&flips), vec!["new>up", "up>stalled"]);
+    assert_eq!(flips["flips"][0]["reason"], "zero_items", "{flips}");
     s.ping(&format!("/ping/{time_uuid}?items=3")).await;
     wait_for(&s.client, &url, |v| v["status"] == "up").await;
     s.stop().await;

@@ -70,7 +70,8 @@ both_backends!(checks_round_trip_and_conflict, |backend| async move {
             "tz":"Europe/London","grace":"1h","active_hours":[{"start":"18:00","end":"09:00"}],
             "zero_items_after":"2h","zero_items_runs":4,"failure_threshold":3,
             "recovery_threshold":2,"max_runtime":"30m","alert_on_overlap":true,
-            "manual_resume":true,"methods":"POST"}"#,
+            "manual_resume":true,"methods":"POST","min_items":7,"min_items_runs":3,
+            "min_runtime":"90s"}"#,
     );
     let created = store
         .create_check(&s, CheckSource::Api, 1_000)
@@ -121,6 +122,51 @@ both_backends!(checks_round_trip_and_conflict, |backend| async move {
     assert_eq!(list.len(), 2);
     assert_eq!(list[1].source, "config");
 });
+
+both_backends!(
+    the_low_streak_and_too_fast_runs_are_stored,
+    |backend| async move {
+        let (_db, store) = open(backend).await;
+        let c = store
+            .create_check(
+                &spec(r#"{"min_items":10,"min_runtime":"5s"}"#),
+                CheckSource::Api,
+                0,
+            )
+            .await
+            .unwrap();
+        let with_items = |at, items| Ping {
+            items: Some(items),
+            ..ping(c.id, at, PingKind::Success)
+        };
+        write(&store, &[with_items(100, 3), with_items(200, 4)]).await;
+        let now = store.check_by_uuid(c.uuid).await.unwrap().summary;
+        assert_eq!(now.low_streak_runs, 2);
+        // A too-fast run: a failure, its items not counted.
+        write(
+            &store,
+            &[ping(c.id, 1_000, PingKind::Start), with_items(2_000, 50)],
+        )
+        .await;
+        let now = store.check_by_uuid(c.uuid).await.unwrap().summary;
+        assert_eq!(now.low_streak_runs, 2);
+        assert_eq!(now.last_items, Some(4));
+        assert_eq!(now.last_success_at, Some(200));
+        assert_eq!(now.failed_since, Some(2_000));
+        let runs = store.list_runs(c.id, 10).await.unwrap();
+        assert_eq!(runs[0].outcome.as_deref(), Some("failed"));
+        assert_eq!(runs[0].reason.as_deref(), Some("finished too fast"));
+        // The writer applies a changed floor from the next ping on.
+        store
+            .update_check(c.id, &spec(r#"{"min_items":100}"#), 3_000)
+            .await
+            .unwrap();
+        write(&store, &[with_items(4_000, 50)]).await;
+        let now = store.check_by_uuid(c.uuid).await.unwrap().summary;
+        assert_eq!(now.low_streak_runs, 3, "50 is below the new floor");
+        assert_eq!(now.last_success_at, Some(4_000), "no min_runtime any more");
+    }
+);
 
 both_backends!(
     ping_batches_update_summaries_and_runs,

@@ -392,6 +392,23 @@ both_backends!(list_shows_status_and_filters, |backend| async move {
     let (_, html) = page(&s, &format!("/checks/{up_uuid}"), &cookie).await;
     assert!(html.contains("18:00–09:00 (UTC), every day"), "{html}");
     assert!(html.contains("class=\"bar\""), "{html}");
+    // A stalled check says why, and its floor in words.
+    let low = create(
+        &s,
+        json!({"slug": "thin-feed", "interval": "1h", "min_items": 10}),
+    )
+    .await;
+    s.ping(&format!("/ping/{}?items=2", low["uuid"].as_str().unwrap()))
+        .await;
+    let (_, html) = page(&s, "/checks/thin-feed", &cookie).await;
+    assert!(
+        html.contains("Stalled: successes reported fewer items than min_items."),
+        "{html}"
+    );
+    assert!(
+        html.contains("stalled (low_items) when a success reports fewer than 10 items (min_items)"),
+        "{html}"
+    );
 
     // The incident the evaluator opens shows up on the page.
     let mut seen = false;

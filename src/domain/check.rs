@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::active_hours::Window;
+use super::ping::Thresholds;
 use super::schedule::{parse_tz, CronSchedule};
 
 /// The default schedule of a check declared without one.
@@ -41,6 +42,9 @@ pub struct CheckInput {
     pub active_hours: Option<Vec<WindowInput>>,
     pub zero_items_after: Option<String>,
     pub zero_items_runs: Option<u32>,
+    pub min_items: Option<u64>,
+    pub min_items_runs: Option<u32>,
+    pub min_runtime: Option<String>,
     pub failure_threshold: Option<u32>,
     pub recovery_threshold: Option<u32>,
     pub max_runtime: Option<String>,
@@ -95,6 +99,13 @@ pub struct CheckSpec {
     pub active_hours: Vec<WindowInput>,
     pub zero_items_after: Option<Duration>,
     pub zero_items_runs: Option<u32>,
+    /// The item floor: `stalled(low_items)` after `min_items_runs` counted
+    /// successes in a row each reporting fewer (SPEC §3.3).
+    pub min_items: Option<u64>,
+    /// Set (default 1) exactly when `min_items` is.
+    pub min_items_runs: Option<u32>,
+    /// A success closing a run shorter than this is a failure (SPEC §3.4).
+    pub min_runtime: Option<Duration>,
     pub failure_threshold: u32,
     pub recovery_threshold: u32,
     /// `None`: the check's grace.
@@ -138,6 +149,9 @@ impl CheckSpec {
             active_hours: Vec::new(),
             zero_items_after: None,
             zero_items_runs: None,
+            min_items: None,
+            min_items_runs: None,
+            min_runtime: None,
             failure_threshold: 1,
             recovery_threshold: 1,
             max_runtime: None,
@@ -228,6 +242,19 @@ impl CheckSpec {
         let grace = duration("grace", input.grace);
         let zero_items_after = duration("zero_items_after", input.zero_items_after);
         let max_runtime = duration("max_runtime", input.max_runtime);
+        let min_runtime = duration("min_runtime", input.min_runtime);
+        if let (Some(min), Some(max)) = (min_runtime, max_runtime) {
+            if min >= max {
+                err(
+                    "min_runtime",
+                    format!(
+                        "{} is not shorter than max_runtime ({}): no run could succeed",
+                        humantime::format_duration(min),
+                        humantime::format_duration(max)
+                    ),
+                );
+            }
+        }
 
         let schedule = match (interval, input.cron) {
             (Some(_), Some(_)) => {
@@ -268,6 +295,35 @@ impl CheckSpec {
             positive("failure_threshold", input.failure_threshold, &mut errors).unwrap_or(1);
         let recovery_threshold =
             positive("recovery_threshold", input.recovery_threshold, &mut errors).unwrap_or(1);
+
+        let min_items = match input.min_items {
+            Some(n) if n == 0 || n > MAX_ITEMS => {
+                errors.push(FieldError {
+                    field: "min_items".to_string(),
+                    message: format!("{n} is out of range: from 1 to {MAX_ITEMS}"),
+                });
+                None
+            }
+            n => n,
+        };
+        let min_items_runs = match (input.min_items_runs, input.min_items) {
+            (Some(k), _) if !(1..=MAX_MIN_ITEMS_RUNS).contains(&k) => {
+                errors.push(FieldError {
+                    field: "min_items_runs".to_string(),
+                    message: format!("{k} is out of range: from 1 to {MAX_MIN_ITEMS_RUNS}"),
+                });
+                None
+            }
+            (Some(_), None) => {
+                errors.push(FieldError {
+                    field: "min_items_runs".to_string(),
+                    message: "applies only with min_items".to_string(),
+                });
+                None
+            }
+            (k, Some(_)) => Some(k.unwrap_or(1)),
+            (None, None) => None,
+        };
 
         let max_instances = match input.max_instances {
             Some(n) if !(1..=MAX_INSTANCES).contains(&n) => {
@@ -315,6 +371,9 @@ impl CheckSpec {
             active_hours,
             zero_items_after,
             zero_items_runs,
+            min_items,
+            min_items_runs,
+            min_runtime,
             failure_threshold,
             recovery_threshold,
             max_runtime,
@@ -324,6 +383,18 @@ impl CheckSpec {
             methods,
             depends_on,
         })
+    }
+
+    /// The thresholds its pings are applied with.
+    pub fn thresholds(&self) -> Thresholds {
+        Thresholds {
+            failure: self.failure_threshold,
+            recovery: self.recovery_threshold,
+            min_items: self.min_items,
+            min_runtime_ms: self
+                .min_runtime
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        }
     }
 
     /// The interval for an interval check; `None` for a cron check.
@@ -342,6 +413,11 @@ impl CheckSpec {
         }
     }
 }
+
+/// The largest `min_items`: item counts are stored as signed 64-bit integers.
+pub const MAX_ITEMS: u64 = i64::MAX as u64;
+/// The largest `min_items_runs`.
+pub const MAX_MIN_ITEMS_RUNS: u32 = 1000;
 
 /// The most lock seats a check may have (`max_instances`).
 pub const MAX_INSTANCES: u32 = 1000;
@@ -568,5 +644,51 @@ mod tests {
         assert!(validate_label_name("_x1").is_ok());
         assert!(validate_label_name("__name__").is_err());
         assert!(validate_label_name("a-b").is_err());
+    }
+    #[test]
+    fn item_floor_and_min_runtime() {
+        let spec = CheckSpec::from_input(input(r#"{"min_items":10,"min_runtime":"5s"}"#)).unwrap();
+        assert_eq!(spec.min_items, Some(10));
+        assert_eq!(spec.min_items_runs, Some(1), "defaults to 1 with min_items");
+        assert_eq!(spec.min_runtime, Some(Duration::from_secs(5)));
+        let t = spec.thresholds();
+        assert_eq!((t.min_items, t.min_runtime_ms), (Some(10), Some(5_000)));
+        let spec = CheckSpec::from_input(input(r#"{"min_items":3,"min_items_runs":4}"#)).unwrap();
+        assert_eq!(spec.min_items_runs, Some(4));
+        let spec = CheckSpec::from_input(input("{}")).unwrap();
+        assert_eq!((spec.min_items, spec.min_items_runs), (None, None));
+        assert_eq!(spec.thresholds().min_runtime_ms, None);
+    }
+
+    #[test]
+    fn rejects_bad_floors_and_min_runtimes() {
+        let message = |json: &str| {
+            let errs = CheckSpec::from_input(input(json)).unwrap_err();
+            assert_eq!(errs.len(), 1, "{errs:?}");
+            errs[0].to_string()
+        };
+        assert_eq!(
+            message(r#"{"min_items":0}"#),
+            "min_items: 0 is out of range: from 1 to 9223372036854775807"
+        );
+        assert!(message(r#"{"min_items":18446744073709551615}"#).starts_with("min_items: "));
+        assert_eq!(
+            message(r#"{"min_items":5,"min_items_runs":0}"#),
+            "min_items_runs: 0 is out of range: from 1 to 1000"
+        );
+        assert_eq!(
+            message(r#"{"min_items":5,"min_items_runs":1001}"#),
+            "min_items_runs: 1001 is out of range: from 1 to 1000"
+        );
+        assert_eq!(
+            message(r#"{"min_items_runs":2}"#),
+            "min_items_runs: applies only with min_items"
+        );
+        assert!(message(r#"{"min_runtime":"500ms"}"#).starts_with("min_runtime: "));
+        assert!(message(r#"{"min_runtime":"soon"}"#).starts_with("min_runtime: "));
+        assert_eq!(
+            message(r#"{"min_runtime":"10m","max_runtime":"10m"}"#),
+            "min_runtime: 10m is not shorter than max_runtime (10m): no run could succeed"
+        );
     }
 }

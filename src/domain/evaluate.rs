@@ -23,9 +23,11 @@
 //!
 //! # Precedence
 //!
-//! paused > down (failed > run_timeout > overdue) > stalled > late > up.
-//! Recovery: a success clears overdue, stalled (with items > 0) and
-//! run_timeout at once; `failed` needs `recovery_threshold` successes.
+//! paused > down (failed > run_timeout > overdue) > stalled (zero_items >
+//! low_items) > late > up.
+//! Recovery: a success clears overdue, stalled (with items > 0, and at least
+//! `min_items`) and run_timeout at once; `failed` needs `recovery_threshold`
+//! successes. A success closing a run shorter than `min_runtime` is a failure.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -58,6 +60,8 @@ pub struct Rules {
     pub hours: Option<Arc<ActiveHours>>,
     pub zero_items_after: Option<Duration>,
     pub zero_items_runs: Option<u32>,
+    /// The item floor and how many counted successes below it in a row stall.
+    pub min_items: Option<(u64, u32)>,
     /// `None`: the grace.
     pub max_runtime: Option<Duration>,
     /// Raise an overlap alert while two or more runs are open (SPEC §3.4).
@@ -126,6 +130,9 @@ impl Rules {
             hours,
             zero_items_after: spec.zero_items_after.map(duration),
             zero_items_runs: spec.zero_items_runs,
+            min_items: spec
+                .min_items
+                .map(|n| (n, spec.min_items_runs.unwrap_or(1))),
             max_runtime: spec.max_runtime.map(duration),
             alert_on_overlap: spec.alert_on_overlap,
             max_instances: spec.max_instances,
@@ -248,7 +255,19 @@ pub fn evaluate(
     e.interval = interval;
     e.grace = grace;
 
-    let stalled_at = stalled_at(rules, summary, &clock, now);
+    let zero_at = zero_items_at(rules, summary, &clock, now);
+    let low_at = low_items_at(rules, summary, now);
+    // The first rule that holds names the reason; the status began when the
+    // earliest holding rule did.
+    let stalled = [(zero_at, Reason::ZeroItems), (low_at, Reason::LowItems)]
+        .into_iter()
+        .filter_map(|(at, reason)| at.filter(|a| *a <= now).map(|a| (a, reason)));
+    let stalled = stalled.fold(
+        None,
+        |acc: Option<(DateTime<Utc>, Reason)>, (at, reason)| {
+            Some(acc.map_or((at, reason), |(a, r)| (a.min(at), r)))
+        },
+    );
 
     if let Some(at) = summary.failed_since.and_then(instant) {
         set(&mut e, Status::Down, Some(Reason::Failed), Some(at));
@@ -256,14 +275,14 @@ pub fn evaluate(
         set(&mut e, Status::Down, Some(Reason::RunTimeout), Some(at));
     } else if down_at.is_some_and(|d| d <= now) {
         set(&mut e, Status::Down, Some(Reason::Overdue), down_at);
-    } else if let Some(at) = stalled_at.filter(|s| *s <= now) {
-        set(&mut e, Status::Stalled, None, Some(at));
+    } else if let Some((at, reason)) = stalled {
+        set(&mut e, Status::Stalled, Some(reason), Some(at));
     } else if due.is_some_and(|d| d <= now) {
         set(&mut e, Status::Late, None, due);
     } else {
         e.status = Status::Up;
     }
-    for t in [due, down_at, stalled_at] {
+    for t in [due, down_at, zero_at, low_at] {
         next.consider(t, now);
     }
     e.next_change = next.0;
@@ -331,7 +350,8 @@ fn max_runtime(rules: &Rules, start: DateTime<Utc>) -> Option<Duration> {
     }
 }
 
-fn stalled_at(
+/// When the zero-items rule stalls the check (SPEC §3.3).
+fn zero_items_at(
     rules: &Rules,
     s: &Summary,
     clock: &ActiveClock<'_>,
@@ -348,6 +368,14 @@ fn stalled_at(
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// When the floor stalls the check: at the counted success that completed
+/// the low streak (SPEC §3.3).
+fn low_items_at(rules: &Rules, s: &Summary, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let (_, runs) = rules.min_items?;
+    (s.low_streak_runs >= i64::from(runs))
+        .then(|| s.last_items_at.and_then(instant).unwrap_or(now).min(now))
 }
 
 #[cfg(test)]
@@ -593,7 +621,7 @@ mod tests {
         let mut s = Summary::default();
         let thresholds = Thresholds {
             failure: 3,
-            recovery: 1,
+            ..Thresholds::default()
         };
         s.apply(
             &PingFacts {
@@ -629,7 +657,10 @@ mod tests {
             "the streak's end"
         );
         let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:40:00Z"));
-        assert_eq!(e.status, Status::Stalled);
+        assert_eq!(
+            (e.status, e.reason),
+            (Status::Stalled, Some(Reason::ZeroItems))
+        );
         assert_eq!(e.since, Some(t("2026-01-01T00:40:00Z")));
         // Silence beats stalled.
         assert_eq!(status_at(&r, &s, "2026-01-01T00:55:00Z").0, Status::Down);
@@ -646,6 +677,102 @@ mod tests {
         let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:02:00Z"));
         assert_eq!(e.status, Status::Stalled);
         assert_eq!(e.since, Some(t("2026-01-01T00:02:00Z")));
+    }
+
+    /// Applies a success with the thresholds of the check `json` declares.
+    fn counted(s: &mut Summary, json: &str, at: &str, items: Option<u64>) {
+        let input: CheckInput = serde_json::from_str(json).unwrap();
+        let spec = CheckSpec::from_input(input).unwrap();
+        let facts = PingFacts {
+            at: ms(at),
+            kind: PingKind::Success,
+            items,
+            rid: None,
+        };
+        s.apply(&facts, spec.thresholds(), &mut || 1);
+    }
+
+    #[test]
+    fn item_floor_stalls_with_low_items_and_recovers() {
+        let json = r#"{"interval":"10m","min_items":10,"min_items_runs":2}"#;
+        let r = rules(json);
+        let mut s = Summary::default();
+        counted(&mut s, json, "2026-01-01T00:00:00Z", Some(3));
+        assert_eq!(
+            status_at(&r, &s, "2026-01-01T00:00:00Z"),
+            (Status::Up, None)
+        );
+        counted(&mut s, json, "2026-01-01T00:01:00Z", None);
+        assert_eq!(status_at(&r, &s, "2026-01-01T00:01:00Z").0, Status::Up);
+        counted(&mut s, json, "2026-01-01T00:02:00Z", Some(4));
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:03:00Z"));
+        assert_eq!(
+            (e.status, e.reason),
+            (Status::Stalled, Some(Reason::LowItems))
+        );
+        assert_eq!(e.since, Some(t("2026-01-01T00:02:00Z")));
+        // Down beats stalled.
+        assert_eq!(
+            status_at(&r, &s, "2026-01-01T00:30:00Z"),
+            (Status::Down, Some(Reason::Overdue))
+        );
+        counted(&mut s, json, "2026-01-01T00:04:00Z", Some(12));
+        assert_eq!(
+            status_at(&r, &s, "2026-01-01T00:04:00Z"),
+            (Status::Up, None)
+        );
+    }
+
+    #[test]
+    fn zero_items_comes_before_low_items() {
+        let json = r#"{"interval":"10m","min_items":10,"zero_items_runs":2}"#;
+        let r = rules(json);
+        let mut s = Summary::default();
+        counted(&mut s, json, "2026-01-01T00:00:00Z", Some(0));
+        assert_eq!(
+            status_at(&r, &s, "2026-01-01T00:00:00Z"),
+            (Status::Stalled, Some(Reason::LowItems)),
+            "one success below the floor (min_items_runs 1)"
+        );
+        counted(&mut s, json, "2026-01-01T00:01:00Z", Some(0));
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:01:00Z"));
+        assert_eq!(
+            (e.status, e.reason),
+            (Status::Stalled, Some(Reason::ZeroItems))
+        );
+        assert_eq!(e.since, Some(t("2026-01-01T00:01:00Z")));
+        counted(&mut s, json, "2026-01-01T00:02:00Z", Some(1));
+        assert_eq!(
+            status_at(&r, &s, "2026-01-01T00:02:00Z"),
+            (Status::Stalled, Some(Reason::LowItems))
+        );
+    }
+
+    #[test]
+    fn a_too_fast_run_is_down_failed() {
+        let json = r#"{"interval":"1h","min_runtime":"5s"}"#;
+        let r = rules(json);
+        let spec = CheckSpec::from_input(serde_json::from_str(json).unwrap()).unwrap();
+        let mut s = success("2026-01-01T00:00:00Z");
+        for (at, kind) in [
+            ("2026-01-01T00:10:00Z", PingKind::Start),
+            ("2026-01-01T00:10:01Z", PingKind::Success),
+        ] {
+            let facts = PingFacts {
+                at: ms(at),
+                kind,
+                items: None,
+                rid: None,
+            };
+            s.apply(&facts, spec.thresholds(), &mut || 1);
+        }
+        let e = evaluate(&r, &s, false, &[], t("2026-01-01T00:10:02Z"));
+        assert_eq!((e.status, e.reason), (Status::Down, Some(Reason::Failed)));
+        assert_eq!(
+            e.due,
+            Some(t("2026-01-01T01:00:00Z")),
+            "from the last real success"
+        );
     }
 
     #[test]
@@ -811,6 +938,42 @@ mod tests {
             } else {
                 let later = evaluate(&rules, &s, false, &[], now + Duration::days(30));
                 prop_assert_eq!((later.status, later.reason), (e.status, e.reason));
+            }
+        }
+
+        /// With the item rules by runs, stalled exactly when a streak reached
+        /// its count, and the reason is the first rule that holds: zero_items,
+        /// then low_items. A streak counts successes with items only.
+        #[test]
+        fn item_rules_stall_with_the_first_reason_that_holds(
+            reports in proptest::collection::vec(proptest::option::of(0u64..6), 1..25),
+            floor in 1u64..5,
+            floor_runs in 1u32..4,
+            zero_runs in 1u32..4,
+        ) {
+            let json = format!(
+                r#"{{"interval":"1d","min_items":{floor},"min_items_runs":{floor_runs},"zero_items_runs":{zero_runs}}}"#
+            );
+            let r = rules(&json);
+            let mut s = Summary::default();
+            let (mut zeros, mut lows) = (0u32, 0u32);
+            let base = Utc.with_ymd_and_hms(2026, 3, 1, 0, 0, 0).unwrap();
+            for (i, items) in reports.iter().enumerate() {
+                let at = (base + Duration::minutes(i as i64)).to_rfc3339();
+                counted(&mut s, &json, &at, *items);
+                if let Some(n) = items {
+                    zeros = if *n == 0 { zeros + 1 } else { 0 };
+                    lows = if *n < floor { lows + 1 } else { 0 };
+                }
+                let e = evaluate(&r, &s, false, &[], base + Duration::minutes(i as i64));
+                let want = if zeros >= zero_runs {
+                    (Status::Stalled, Some(Reason::ZeroItems))
+                } else if lows >= floor_runs {
+                    (Status::Stalled, Some(Reason::LowItems))
+                } else {
+                    (Status::Up, None)
+                };
+                prop_assert_eq!((e.status, e.reason), want);
             }
         }
 

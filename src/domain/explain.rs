@@ -199,14 +199,31 @@ fn rules(spec: &CheckSpec, of_active: &str) -> Vec<String> {
     let mut rules = Vec::new();
     if let Some(d) = spec.zero_items_after {
         rules.push(format!(
-            "stalled when successes report items=0 for {}{of_active}",
+            "stalled (zero_items) when successes report items=0 for {}{of_active}",
             duration_words(d)
         ));
     }
     if let Some(n) = spec.zero_items_runs {
         rules.push(format!(
-            "stalled after {n} consecutive {} reporting items=0",
+            "stalled (zero_items) after {n} consecutive {} reporting items=0",
             plural(n, "success", "successes")
+        ));
+    }
+    if let (Some(n), Some(k)) = (spec.min_items, spec.min_items_runs) {
+        let items = if n == 1 { "item" } else { "items" };
+        rules.push(if k == 1 {
+            format!("stalled (low_items) when a success reports fewer than {n} {items} (min_items)")
+        } else {
+            format!(
+                "stalled (low_items) after {k} successes in a row each reporting fewer than \
+                 {n} {items} (min_items)"
+            )
+        });
+    }
+    if let Some(d) = spec.min_runtime {
+        rules.push(format!(
+            "a success that finishes in less than {} counts as a failure (min_runtime)",
+            duration_words(d)
         ));
     }
     if let Some(d) = spec.max_runtime {
@@ -475,8 +492,8 @@ mod tests {
         assert_eq!(
             e.lines[1..],
             [
-                "  stalled when successes report items=0 for 2h",
-                "  stalled after 3 consecutive successes reporting items=0",
+                "  stalled (zero_items) when successes report items=0 for 2h",
+                "  stalled (zero_items) after 3 consecutive successes reporting items=0",
                 "  a run open longer than 20m fails (max_runtime)",
                 "  down after 2 consecutive failures",
                 "  up again after 3 consecutive successes",
@@ -484,6 +501,32 @@ mod tests {
                 "  stays paused when pinged until resumed by hand",
                 "  only POST requests count as pings",
             ]
+        );
+    }
+
+    #[test]
+    fn item_floors_and_min_runtime_are_explained() {
+        let e = explain(
+            &spec(serde_json::json!({
+                "slug": "etl", "interval": "1h", "min_items": 10, "min_items_runs": 3,
+                "min_runtime": "5s",
+            })),
+            now(),
+        );
+        assert_eq!(
+            e.lines[1..],
+            [
+                "  stalled (low_items) after 3 successes in a row each reporting fewer than 10 items (min_items)",
+                "  a success that finishes in less than 5s counts as a failure (min_runtime)",
+            ]
+        );
+        let e = explain(
+            &spec(serde_json::json!({"slug": "etl", "interval": "1h", "min_items": 1})),
+            now(),
+        );
+        assert_eq!(
+            e.lines[1..],
+            ["  stalled (low_items) when a success reports fewer than 1 item (min_items)"]
         );
     }
 

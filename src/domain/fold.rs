@@ -191,10 +191,7 @@ pub fn apply_pending_runs(
         paused: check.paused,
         manual_resume: check.spec.manual_resume,
         methods: check.spec.methods,
-        thresholds: Thresholds {
-            failure: check.spec.failure_threshold,
-            recovery: check.spec.recovery_threshold,
-        },
+        thresholds: check.spec.thresholds(),
     };
     // Runs opened here get provisional ids; the fold assigns the real ones.
     let mut provisional = 0;
@@ -418,20 +415,37 @@ mod tests {
                 any::<bool>(),
                 1u32..3,
                 1u32..3,
+                proptest::option::of(1u64..4),
+                proptest::option::of(1i64..3),
             )
-                .prop_map(|(paused, manual_resume, post_only, failure, recovery)| {
-                    FoldCheck {
-                        summary: Summary::default(),
+                .prop_map(
+                    |(
                         paused,
                         manual_resume,
-                        methods: if post_only {
-                            Methods::Post
-                        } else {
-                            Methods::Any
-                        },
-                        thresholds: Thresholds { failure, recovery },
-                    }
-                })
+                        post_only,
+                        failure,
+                        recovery,
+                        min_items,
+                        min_runtime_s,
+                    )| {
+                        FoldCheck {
+                            summary: Summary::default(),
+                            paused,
+                            manual_resume,
+                            methods: if post_only {
+                                Methods::Post
+                            } else {
+                                Methods::Any
+                            },
+                            thresholds: Thresholds {
+                                failure,
+                                recovery,
+                                min_items,
+                                min_runtime_ms: min_runtime_s.map(|s| s * 1000),
+                            },
+                        }
+                    },
+                )
         }
 
         /// Run ids differ between the writer (real ids) and readers
@@ -505,6 +519,12 @@ mod tests {
                 spec.methods = a.methods;
                 spec.failure_threshold = a.thresholds.failure;
                 spec.recovery_threshold = a.thresholds.recovery;
+                spec.min_items = a.thresholds.min_items;
+                spec.min_items_runs = spec.min_items.map(|_| 1);
+                spec.min_runtime = a
+                    .thresholds
+                    .min_runtime_ms
+                    .map(|ms| std::time::Duration::from_millis(ms as u64));
                 let mut read = Check {
                     id: 1,
                     uuid: Uuid::nil(),

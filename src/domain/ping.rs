@@ -1,5 +1,6 @@
-//! What one ping does to a check's summary: counters, items, the zero streak,
-//! and run bookkeeping (SPEC §2, §3.3, §3.4). Pure: the caller stores the result.
+//! What one ping does to a check's summary: counters, items, the zero and low
+//! streaks, and run bookkeeping, with runs that finish too fast counted as
+//! failures (SPEC §2, §3.3, §3.4). Pure: the caller stores the result.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -117,6 +118,9 @@ pub struct Summary {
     pub zero_streak_since: Option<UnixMs>,
     /// Consecutive counted success pings reporting 0 items.
     pub zero_streak_runs: i64,
+    /// Consecutive counted success pings reporting fewer than `min_items`
+    /// (counted only while the check has a floor).
+    pub low_streak_runs: i64,
     pub consecutive_failures: i64,
     pub consecutive_successes: i64,
     pub last_duration_ms: Option<i64>,
@@ -134,6 +138,12 @@ pub struct Summary {
 pub struct Thresholds {
     pub failure: u32,
     pub recovery: u32,
+    /// The item floor (`min_items`): a counted success below it extends the
+    /// low streak.
+    pub min_items: Option<u64>,
+    /// `min_runtime` in milliseconds: a success closing a run shorter than
+    /// this is a failure.
+    pub min_runtime_ms: Option<i64>,
 }
 
 impl Default for Thresholds {
@@ -141,12 +151,17 @@ impl Default for Thresholds {
         Thresholds {
             failure: 1,
             recovery: 1,
+            min_items: None,
+            min_runtime_ms: None,
         }
     }
 }
 
 /// The reason recorded on a run closed because it ran too long.
 pub const RUN_TIMEOUT_REASON: &str = "exceeded max_runtime";
+
+/// The reason recorded on a run whose success came before `min_runtime`.
+pub const TOO_FAST_REASON: &str = "finished too fast";
 
 /// One ping as the summary sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,7 +197,20 @@ impl Summary {
         };
         match ping.kind {
             PingKind::Log | PingKind::Skip | PingKind::Ignored => return applied,
-            PingKind::Start => self.start(ping, next_run_id(), &mut applied),
+            PingKind::Start => {
+                self.start(ping, next_run_id(), &mut applied);
+                self.record_items(ping);
+            }
+            PingKind::Success if self.too_fast(ping, thresholds) => {
+                // A failed run (SPEC §3.4): no success, and its items are not counted.
+                self.fail(ping.at, thresholds);
+                self.finish(
+                    ping,
+                    RunOutcome::Failed,
+                    Some(TOO_FAST_REASON),
+                    &mut applied,
+                );
+            }
             PingKind::Success => {
                 self.last_success_at = Some(ping.at);
                 self.consecutive_successes += 1;
@@ -192,29 +220,56 @@ impl Summary {
                     self.failed_since = None;
                 }
                 if let Some(items) = ping.items {
-                    self.count_items(ping.at, items);
+                    self.count_items(ping.at, items, thresholds.min_items);
                 }
-                self.finish(ping, RunOutcome::Success, &mut applied);
+                self.finish(ping, RunOutcome::Success, None, &mut applied);
+                self.record_items(ping);
             }
             PingKind::Fail => {
-                self.last_failure_at = Some(ping.at);
-                self.consecutive_failures += 1;
-                self.consecutive_successes = 0;
-                if self.failed_since.is_none()
-                    && self.consecutive_failures >= i64::from(thresholds.failure)
-                {
-                    self.failed_since = Some(ping.at);
-                }
-                self.finish(ping, RunOutcome::Failed, &mut applied);
+                self.fail(ping.at, thresholds);
+                self.finish(ping, RunOutcome::Failed, None, &mut applied);
+                self.record_items(ping);
             }
-        }
-        if let Some(items) = ping.items {
-            self.last_items = Some(clamp_items(items));
-            self.last_items_at = Some(ping.at);
         }
         self.last_ping_at = Some(ping.at);
         self.last_ping_kind = Some(ping.kind);
         applied
+    }
+
+    fn fail(&mut self, at: UnixMs, thresholds: Thresholds) {
+        self.last_failure_at = Some(at);
+        self.consecutive_failures += 1;
+        self.consecutive_successes = 0;
+        if self.failed_since.is_none() && self.consecutive_failures >= i64::from(thresholds.failure)
+        {
+            self.failed_since = Some(at);
+        }
+    }
+
+    fn record_items(&mut self, ping: &PingFacts) {
+        if let Some(items) = ping.items {
+            self.last_items = Some(clamp_items(items));
+            self.last_items_at = Some(ping.at);
+        }
+    }
+
+    /// The open run a finish ping closes: with a run id, only the run with
+    /// that id; without, the latest open run.
+    fn run_closed_by(&self, ping: &PingFacts) -> Option<usize> {
+        match ping.rid {
+            Some(rid) => self.open_runs.iter().rposition(|r| r.rid == Some(rid)),
+            None => self.open_runs.len().checked_sub(1),
+        }
+    }
+
+    /// A success that closes a run shorter than `min_runtime` (SPEC §3.4).
+    /// Without an open run (no start seen) nothing is too fast.
+    fn too_fast(&self, ping: &PingFacts, thresholds: Thresholds) -> bool {
+        let Some(min) = thresholds.min_runtime_ms else {
+            return false;
+        };
+        self.run_closed_by(ping)
+            .is_some_and(|i| ping.at - self.open_runs[i].started_at < min)
     }
 
     /// Closes an open run that exceeded `max_runtime` as failed (SPEC §3.4).
@@ -234,7 +289,11 @@ impl Summary {
         })
     }
 
-    fn count_items(&mut self, at: UnixMs, items: u64) {
+    fn count_items(&mut self, at: UnixMs, items: u64, floor: Option<u64>) {
+        match floor {
+            Some(n) if items < n => self.low_streak_runs += 1,
+            _ => self.low_streak_runs = 0,
+        }
         if items == 0 {
             if self.zero_streak_since.is_none() {
                 self.zero_streak_since = Some(at);
@@ -289,13 +348,16 @@ impl Summary {
         });
     }
 
-    fn finish(&mut self, ping: &PingFacts, outcome: RunOutcome, applied: &mut Applied) {
-        // With a run id, only the run with that id; without, the latest open run.
-        let index = match ping.rid {
-            Some(rid) => self.open_runs.iter().rposition(|r| r.rid == Some(rid)),
-            None => self.open_runs.len().checked_sub(1),
+    fn finish(
+        &mut self,
+        ping: &PingFacts,
+        outcome: RunOutcome,
+        reason: Option<&'static str>,
+        applied: &mut Applied,
+    ) {
+        let Some(i) = self.run_closed_by(ping) else {
+            return;
         };
-        let Some(i) = index else { return };
         let run = self.open_runs.remove(i);
         let duration_ms = (ping.at - run.started_at).max(0);
         self.last_duration_ms = Some(duration_ms);
@@ -305,7 +367,7 @@ impl Summary {
             ended_at: ping.at,
             outcome,
             duration_ms,
-            reason: None,
+            reason,
         });
     }
 }
@@ -540,6 +602,7 @@ mod tests {
         let t = Thresholds {
             failure: 2,
             recovery: 2,
+            ..Thresholds::default()
         };
         let mut s = Summary::default();
         let mut next = ids();
@@ -588,5 +651,175 @@ mod tests {
         let mut s = Summary::default();
         s.apply_default(&with_items(1, u64::MAX), &mut ids());
         assert_eq!(s.last_items, Some(i64::MAX));
+    }
+    fn floor(n: u64) -> Thresholds {
+        Thresholds {
+            min_items: Some(n),
+            ..Thresholds::default()
+        }
+    }
+
+    fn fast(secs: i64) -> Thresholds {
+        Thresholds {
+            min_runtime_ms: Some(secs * 1000),
+            ..Thresholds::default()
+        }
+    }
+
+    #[test]
+    fn low_streak_counts_successes_below_the_floor() {
+        let mut s = Summary::default();
+        let mut next = ids();
+        s.apply(&with_items(10, 3), floor(10), &mut next);
+        s.apply(&ping(15, PingKind::Success), floor(10), &mut next); // no items: no change
+        s.apply(&with_items(20, 0), floor(10), &mut next);
+        assert_eq!(s.low_streak_runs, 2, "zero is below the floor too");
+        let mut f = ping(25, PingKind::Fail);
+        f.items = Some(50);
+        s.apply(&f, floor(10), &mut next);
+        assert_eq!(s.low_streak_runs, 2, "a failure's items are not counted");
+        s.apply(&with_items(30, 10), floor(10), &mut next);
+        assert_eq!(s.low_streak_runs, 0, "reaching the floor breaks it");
+        s.apply(&with_items(40, 9), floor(10), &mut next);
+        assert_eq!(s.low_streak_runs, 1);
+        s.apply(&with_items(50, 9), Thresholds::default(), &mut next);
+        assert_eq!(s.low_streak_runs, 0, "without a floor nothing is low");
+    }
+
+    #[test]
+    fn a_success_before_min_runtime_is_a_failed_run() {
+        let mut s = Summary::default();
+        let mut next = ids();
+        s.apply(&with_items(0, 5), fast(5), &mut next);
+        assert_eq!(s.last_success_at, Some(0), "no start: judged as before");
+        s.apply(&ping(10_000, PingKind::Start), fast(5), &mut next);
+        let a = s.apply(&with_items(11_000, 0), fast(5), &mut next);
+        assert_eq!(
+            a.runs,
+            vec![RunChange::Close {
+                id: 1,
+                ended_at: 11_000,
+                outcome: RunOutcome::Failed,
+                duration_ms: 1_000,
+                reason: Some(TOO_FAST_REASON)
+            }]
+        );
+        assert_eq!(a.duration_ms, Some(1_000));
+        assert_eq!(s.last_success_at, Some(0), "no success");
+        assert_eq!(s.last_failure_at, Some(11_000));
+        assert_eq!(s.failed_since, Some(11_000), "failure_threshold 1");
+        assert_eq!((s.consecutive_failures, s.consecutive_successes), (1, 0));
+        assert_eq!(s.last_items, Some(5), "its items are not counted");
+        assert_eq!((s.zero_streak_runs, s.zero_streak_since), (0, None));
+        assert_eq!(s.last_ping_kind, Some(PingKind::Success));
+        // A run that lasts long enough succeeds and recovers.
+        s.apply(&ping(20_000, PingKind::Start), fast(5), &mut next);
+        let a = s.apply(&ping(25_000, PingKind::Success), fast(5), &mut next);
+        assert!(matches!(
+            a.runs[..],
+            [RunChange::Close {
+                outcome: RunOutcome::Success,
+                reason: None,
+                ..
+            }]
+        ));
+        assert_eq!(s.last_success_at, Some(25_000));
+        assert_eq!(s.failed_since, None);
+    }
+
+    #[test]
+    fn too_fast_runs_count_toward_the_failure_threshold() {
+        let t = Thresholds {
+            failure: 2,
+            ..fast(5)
+        };
+        let mut s = Summary::default();
+        let mut next = ids();
+        for (start, end) in [(0, 1_000), (2_000, 3_000)] {
+            assert_eq!(s.failed_since, None);
+            s.apply(&ping(start, PingKind::Start), t, &mut next);
+            s.apply(&ping(end, PingKind::Success), t, &mut next);
+        }
+        assert_eq!(s.failed_since, Some(3_000));
+        assert_eq!(s.last_success_at, None);
+    }
+
+    #[test]
+    fn min_runtime_judges_the_run_the_success_closes() {
+        let (r1, r2) = (Uuid::new_v4(), Uuid::new_v4());
+        let mut s = Summary::default();
+        let mut next = ids();
+        s.apply(&with_rid(0, PingKind::Start, r1), fast(5), &mut next);
+        s.apply(&with_rid(4_000, PingKind::Start, r2), fast(5), &mut next);
+        // r1 ran 6s: a success although r2 started 2s ago.
+        s.apply(&with_rid(6_000, PingKind::Success, r1), fast(5), &mut next);
+        assert_eq!(s.last_success_at, Some(6_000));
+        // An unknown run id closes nothing, so it is not too fast.
+        s.apply(
+            &with_rid(6_500, PingKind::Success, Uuid::new_v4()),
+            fast(5),
+            &mut next,
+        );
+        assert_eq!(s.last_success_at, Some(6_500));
+        s.apply(&with_rid(7_000, PingKind::Success, r2), fast(5), &mut next);
+        assert_eq!(s.last_success_at, Some(6_500), "r2 ran 3s");
+        assert_eq!(s.failed_since, Some(7_000));
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// A success is too fast exactly when it closes a run shorter
+            /// than min_runtime, and a too-fast success never moves
+            /// last_success, the items or their streaks.
+            #[test]
+            fn too_fast_iff_the_closed_run_is_short(
+                steps in proptest::collection::vec((0i64..4_000, any::<bool>(), proptest::option::of(0u64..20)), 1..30),
+                min_s in 1i64..4,
+                floor_n in proptest::option::of(1u64..15),
+            ) {
+                let t = Thresholds { min_items: floor_n, ..fast(min_s) };
+                let mut s = Summary::default();
+                let mut next = ids();
+                let mut at = 0;
+                for (dt, start, items) in steps {
+                    at += dt;
+                    let kind = if start { PingKind::Start } else { PingKind::Success };
+                    let p = PingFacts { at, kind, items, rid: None };
+                    let before = s.clone();
+                    let a = s.apply(&p, t, &mut next);
+                    if kind != PingKind::Success {
+                        continue;
+                    }
+                    let short = before
+                        .open_runs
+                        .last()
+                        .is_some_and(|r| at - r.started_at < min_s * 1000);
+                    if short {
+                        prop_assert_eq!(s.last_success_at, before.last_success_at);
+                        prop_assert_eq!(s.last_items, before.last_items);
+                        prop_assert_eq!(s.low_streak_runs, before.low_streak_runs);
+                        prop_assert_eq!(s.zero_streak_runs, before.zero_streak_runs);
+                        prop_assert_eq!(s.consecutive_failures, before.consecutive_failures + 1);
+                        let too_fast = matches!(a.runs[..], [RunChange::Close { outcome: RunOutcome::Failed, reason: Some(TOO_FAST_REASON), .. }]);
+                        prop_assert!(too_fast);
+                    } else {
+                        prop_assert_eq!(s.last_success_at, Some(at));
+                        prop_assert_eq!(s.consecutive_failures, 0);
+                        let low = match (floor_n, items) {
+                            (Some(n), Some(i)) => i < n,
+                            _ => false,
+                        };
+                        match items {
+                            Some(_) if low => prop_assert_eq!(s.low_streak_runs, before.low_streak_runs + 1),
+                            Some(_) => prop_assert_eq!(s.low_streak_runs, 0),
+                            None => prop_assert_eq!(s.low_streak_runs, before.low_streak_runs),
+                        }
+                    }
+                }
+            }
+        }
     }
 }

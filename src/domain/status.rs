@@ -14,13 +14,18 @@ pub enum Status {
     Paused,
 }
 
-/// Why a check is down.
+/// Why a check is down (`overdue`, `failed`, `run_timeout`) or stalled
+/// (`zero_items`, `low_items`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     Overdue,
     Failed,
     RunTimeout,
+    /// Successes reported no items (SPEC §3.3, the zero-items rule).
+    ZeroItems,
+    /// Successes reported fewer items than `min_items` (SPEC §3.3, the floor).
+    LowItems,
 }
 
 impl Status {
@@ -63,14 +68,22 @@ impl Reason {
             Reason::Overdue => "overdue",
             Reason::Failed => "failed",
             Reason::RunTimeout => "run_timeout",
+            Reason::ZeroItems => "zero_items",
+            Reason::LowItems => "low_items",
         }
     }
 
     /// Parses the stored spelling.
     pub fn parse(s: &str) -> Option<Reason> {
-        [Reason::Overdue, Reason::Failed, Reason::RunTimeout]
-            .into_iter()
-            .find(|v| v.as_str() == s)
+        [
+            Reason::Overdue,
+            Reason::Failed,
+            Reason::RunTimeout,
+            Reason::ZeroItems,
+            Reason::LowItems,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
     }
 }
 
@@ -83,8 +96,16 @@ mod tests {
         for s in ["new", "up", "late", "down", "stalled", "paused"] {
             assert_eq!(Status::parse(s).unwrap().as_str(), s);
         }
-        for r in ["overdue", "failed", "run_timeout"] {
+        for r in [
+            "overdue",
+            "failed",
+            "run_timeout",
+            "zero_items",
+            "low_items",
+        ] {
             assert_eq!(Reason::parse(r).unwrap().as_str(), r);
+            let json = serde_json::to_value(Reason::parse(r).unwrap()).unwrap();
+            assert_eq!(json, r, "the API spells it as stored");
         }
         assert_eq!(Status::parse("grace"), None);
         assert!(Status::Stalled.is_failing() && !Status::Late.is_failing());

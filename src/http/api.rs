@@ -72,6 +72,14 @@ pub struct CheckInputDoc {
     active_hours: Option<Vec<WindowDoc>>,
     zero_items_after: Option<String>,
     zero_items_runs: Option<u32>,
+    /// The item floor (at least 1): `stalled` (`low_items`) after
+    /// `min_items_runs` counted successes in a row each reporting fewer items.
+    min_items: Option<u64>,
+    /// 1 to 1000 (default 1); only with `min_items`.
+    min_items_runs: Option<u32>,
+    /// A success that finishes a run in less than this (at least `1s`) is a
+    /// failed run, reason `finished too fast`.
+    min_runtime: Option<String>,
     failure_threshold: Option<u32>,
     recovery_threshold: Option<u32>,
     max_runtime: Option<String>,
@@ -104,6 +112,10 @@ pub struct CheckView {
     pub active_hours: Vec<WindowInput>,
     pub zero_items_after: Option<String>,
     pub zero_items_runs: Option<u32>,
+    pub min_items: Option<u64>,
+    /// Set (default 1) exactly when `min_items` is.
+    pub min_items_runs: Option<u32>,
+    pub min_runtime: Option<String>,
     pub failure_threshold: u32,
     pub recovery_threshold: u32,
     /// `null`: the grace.
@@ -120,7 +132,8 @@ pub struct CheckView {
     /// `new`, `up`, `late`, `down`, `stalled` or `paused`.
     #[schema(value_type = String)]
     pub status: Status,
-    /// Why a check is down: `overdue`, `failed` or `run_timeout`.
+    /// Why a check is down (`overdue`, `failed`, `run_timeout`) or stalled
+    /// (`zero_items`, `low_items`).
     #[schema(value_type = Option<String>)]
     pub reason: Option<Reason>,
     pub running: bool,
@@ -179,6 +192,7 @@ impl CheckView {
             grace: spec.grace.map(format_duration),
             zero_items_after: spec.zero_items_after.map(format_duration),
             max_runtime: spec.max_runtime.map(format_duration),
+            min_runtime: spec.min_runtime.map(format_duration),
             methods: spec.methods.as_str(),
             slug: spec.slug,
             name: spec.name,
@@ -187,6 +201,8 @@ impl CheckView {
             tz: spec.tz,
             active_hours: spec.active_hours,
             zero_items_runs: spec.zero_items_runs,
+            min_items: spec.min_items,
+            min_items_runs: spec.min_items_runs,
             failure_threshold: spec.failure_threshold,
             recovery_threshold: spec.recovery_threshold,
             alert_on_overlap: spec.alert_on_overlap,
@@ -237,6 +253,17 @@ pub fn input_json(spec: &CheckSpec) -> Map<String, Value> {
         serde_json::json!(spec.zero_items_after.map(format_duration)),
     );
     put("zero_items_runs", serde_json::json!(spec.zero_items_runs));
+    put("min_items", serde_json::json!(spec.min_items));
+    // Left out at its default, so that a patch removing `min_items` alone
+    // does not leave a `min_items_runs` without it.
+    put(
+        "min_items_runs",
+        serde_json::json!(spec.min_items_runs.filter(|k| *k != 1)),
+    );
+    put(
+        "min_runtime",
+        serde_json::json!(spec.min_runtime.map(format_duration)),
+    );
     put(
         "failure_threshold",
         serde_json::json!(spec.failure_threshold),

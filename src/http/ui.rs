@@ -433,6 +433,8 @@ fn reason_words(r: &str) -> String {
         "overdue" => "no success in time".to_string(),
         "failed" => "the job reported failure".to_string(),
         "run_timeout" => "a run started and did not finish in time".to_string(),
+        "zero_items" => "successes reported no items".to_string(),
+        "low_items" => "successes reported fewer items than min_items".to_string(),
         other => other.replace('_', " "),
     }
 }
@@ -892,6 +894,15 @@ mod tests {
         assert!(w.text.contains("every day"));
         let w = window_row("09:00", "17:00", &["mon".into()], "UTC");
         assert_eq!(w.segments, vec![(37.5, 33.33)]);
+    }
+
+    #[test]
+    fn stalled_reasons_read_as_words() {
+        assert_eq!(reason_words("zero_items"), "successes reported no items");
+        assert_eq!(
+            reason_words("low_items"),
+            "successes reported fewer items than min_items"
+        );
     }
 
     #[test]

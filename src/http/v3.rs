@@ -263,9 +263,14 @@ fn check_json(state: &AppState, check: Check, readonly: bool) -> Value {
     m.insert("next_ping".into(), json!(next_ping));
     m.insert("manual_resume".into(), json!(spec.manual_resume));
     m.insert("methods".into(), json!(spec.methods.as_str()));
-    // overdue's own: the job guard's lock seats, and the checks it depends on.
+    // overdue's own: the job guard's lock seats, the checks it depends on,
+    // and the item floor and min_runtime (spelled as in v1).
     m.insert("max_instances".into(), json!(spec.max_instances));
     m.insert("depends_on".into(), json!(spec.depends_on));
+    m.insert("min_items".into(), json!(spec.min_items));
+    m.insert("min_items_runs".into(), json!(spec.min_items_runs));
+    let min_runtime = spec.min_runtime.map(format_duration);
+    m.insert("min_runtime".into(), json!(min_runtime));
     for k in [
         "subject",
         "subject_fail",
@@ -385,8 +390,15 @@ struct V3Spec {
     max_instances: Option<u32>,
     /// overdue's own field: slugs of the checks this one depends on (SPEC §6.2).
     depends_on: Option<Vec<String>>,
+    /// overdue's own fields in their native form, checked with the rest of
+    /// the definition ([`NATIVE_FIELDS`]).
+    native: Map<String, Value>,
     unique: Vec<String>,
 }
+
+/// overdue's own rules that v3 carries as extra fields, spelled as in v1
+/// (SPEC §3.3, §3.4).
+const NATIVE_FIELDS: &[&str] = &["min_items", "min_items_runs", "min_runtime"];
 
 const UNIQUE_FIELDS: &[&str] = &["name", "slug", "tags", "timeout", "grace"];
 
@@ -459,6 +471,10 @@ fn parse_spec(body: &[u8]) -> Result<V3Spec, V3Error> {
                     .map_err(|_| err("depends_on", "is not an array of strings"))?,
             ),
         },
+        native: NATIVE_FIELDS
+            .iter()
+            .filter_map(|k| Some(((*k).to_string(), m.get(*k)?.clone())))
+            .collect(),
         ..V3Spec::default()
     };
     // Accepted and ignored: routing is by labels; the e-mail filters do not apply.
@@ -549,6 +565,7 @@ fn apply_spec(base: &mut Map<String, Value>, s: &V3Spec) {
     if let Some(v) = &s.depends_on {
         base.insert("depends_on".into(), json!(v));
     }
+    base.extend(s.native.clone());
     match (&s.schedule, s.timeout) {
         (Some(expr), _) => {
             base.remove("interval");

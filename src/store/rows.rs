@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::{CheckRef, CheckSource, EvalCheck, StoredStatus};
 use crate::domain::check::{Check, CheckSpec, Methods, Schedule, WindowInput};
 use crate::domain::fold::{apply_pending, FoldCheck, Ping, PingRecord, RunRecord, StoredPing};
-use crate::domain::ping::{OpenRun, PingKind, Summary, Thresholds};
+use crate::domain::ping::{clamp_items, OpenRun, PingKind, Summary, Thresholds};
 use crate::domain::status::{Reason, Status};
 
 /// The columns of `ping_inbox`, as both backends read them.
@@ -144,6 +144,9 @@ pub(crate) struct CheckRow {
     active_hours: String,
     zero_items_after_ms: Option<i64>,
     zero_items_runs: Option<i64>,
+    min_items: Option<i64>,
+    min_items_runs: Option<i64>,
+    min_runtime_ms: Option<i64>,
     failure_threshold: i64,
     recovery_threshold: i64,
     max_runtime_ms: Option<i64>,
@@ -174,6 +177,7 @@ pub(crate) struct SummaryRow {
     last_items_at: Option<i64>,
     zero_streak_since: Option<i64>,
     zero_streak_runs: i64,
+    low_streak_runs: i64,
     consecutive_failures: i64,
     consecutive_successes: i64,
     last_duration_ms: Option<i64>,
@@ -185,14 +189,14 @@ pub(crate) struct SummaryRow {
 
 pub(crate) const CHECK_COLUMNS: &str = "c.id, c.uuid, c.slug, c.name, c.description, c.labels, \
     c.interval_ms, c.cron, c.tz, c.grace_ms, c.active_hours, c.zero_items_after_ms, \
-    c.zero_items_runs, c.failure_threshold, c.recovery_threshold, c.max_runtime_ms, \
+    c.zero_items_runs, c.min_items, c.min_items_runs, c.min_runtime_ms, c.failure_threshold, c.recovery_threshold, c.max_runtime_ms, \
     c.alert_on_overlap, c.max_instances, c.manual_resume, c.methods, c.depends_on, c.paused, \
     c.source, c.created_at, \
     (SELECT i.inhibited_by FROM incidents i WHERE i.check_id = c.id AND i.resolved_at IS NULL) \
     AS inhibited_by, \
     s.n_pings, s.last_ping_at, s.last_ping_kind, s.last_success_at, s.last_start_at, \
     s.last_failure_at, s.last_items, s.last_items_at, s.zero_streak_since, s.zero_streak_runs, \
-    s.consecutive_failures, s.consecutive_successes, s.last_duration_ms, s.open_runs, s.overlap_count, \
+    s.low_streak_runs, s.consecutive_failures, s.consecutive_successes, s.last_duration_ms, s.open_runs, s.overlap_count, \
     s.failed_since, s.timed_out_at";
 
 fn ms(d: Duration) -> i64 {
@@ -218,6 +222,7 @@ impl SummaryRow {
             last_items_at: self.last_items_at,
             zero_streak_since: self.zero_streak_since,
             zero_streak_runs: self.zero_streak_runs,
+            low_streak_runs: self.low_streak_runs,
             consecutive_failures: self.consecutive_failures,
             consecutive_successes: self.consecutive_successes,
             last_duration_ms: self.last_duration_ms,
@@ -268,6 +273,9 @@ impl CheckRow {
                 active_hours,
                 zero_items_after: duration(self.zero_items_after_ms),
                 zero_items_runs: self.zero_items_runs.map(count),
+                min_items: self.min_items.and_then(|n| u64::try_from(n).ok()),
+                min_items_runs: self.min_items_runs.map(count),
+                min_runtime: duration(self.min_runtime_ms),
                 failure_threshold: count(self.failure_threshold),
                 recovery_threshold: count(self.recovery_threshold),
                 max_runtime: duration(self.max_runtime_ms),
@@ -292,10 +300,10 @@ impl CheckRow {
 
 /// The columns the ping writer needs per check (flags, thresholds, summary).
 pub(crate) const WRITER_COLUMNS: &str = "c.id, c.paused, c.manual_resume, c.methods, \
-    c.failure_threshold, c.recovery_threshold, s.n_pings, s.last_ping_at, s.last_ping_kind, \
+    c.failure_threshold, c.recovery_threshold, c.min_items, c.min_runtime_ms, s.n_pings, s.last_ping_at, s.last_ping_kind, \
     s.last_success_at, s.last_start_at, s.last_failure_at, s.last_items, s.last_items_at, \
-    s.zero_streak_since, s.zero_streak_runs, s.consecutive_failures, s.consecutive_successes, \
-    s.last_duration_ms, s.open_runs, s.overlap_count, s.failed_since, s.timed_out_at, \
+    s.zero_streak_since, s.zero_streak_runs, s.low_streak_runs, s.consecutive_failures, \
+    s.consecutive_successes, s.last_duration_ms, s.open_runs, s.overlap_count, s.failed_since, s.timed_out_at, \
     s.folded_through";
 
 /// A row of [`WRITER_COLUMNS`].
@@ -307,6 +315,8 @@ pub(crate) struct WriterRow {
     methods: String,
     failure_threshold: i64,
     recovery_threshold: i64,
+    min_items: Option<i64>,
+    min_runtime_ms: Option<i64>,
     folded_through: i64,
     #[sqlx(flatten)]
     state: SummaryRow,
@@ -366,6 +376,8 @@ impl WriterRow {
                     thresholds: Thresholds {
                         failure: count(self.failure_threshold),
                         recovery: count(self.recovery_threshold),
+                        min_items: self.min_items.and_then(|n| u64::try_from(n).ok()),
+                        min_runtime_ms: self.min_runtime_ms,
                     },
                 },
                 folded_through: self.folded_through,
@@ -436,6 +448,9 @@ pub(crate) struct CheckValues {
     pub active_hours: String,
     pub zero_items_after_ms: Option<i64>,
     pub zero_items_runs: Option<i64>,
+    pub min_items: Option<i64>,
+    pub min_items_runs: Option<i64>,
+    pub min_runtime_ms: Option<i64>,
     pub failure_threshold: i64,
     pub recovery_threshold: i64,
     pub max_runtime_ms: Option<i64>,
@@ -462,6 +477,9 @@ impl CheckValues {
             active_hours: serde_json::to_string(&spec.active_hours)?,
             zero_items_after_ms: spec.zero_items_after.map(ms),
             zero_items_runs: spec.zero_items_runs.map(i64::from),
+            min_items: spec.min_items.map(clamp_items),
+            min_items_runs: spec.min_items_runs.map(i64::from),
+            min_runtime_ms: spec.min_runtime.map(ms),
             failure_threshold: i64::from(spec.failure_threshold),
             recovery_threshold: i64::from(spec.recovery_threshold),
             max_runtime_ms: spec.max_runtime.map(ms),
@@ -490,6 +508,9 @@ pub(crate) fn insert_check_sql() -> String {
         "active_hours",
         "zero_items_after_ms",
         "zero_items_runs",
+        "min_items",
+        "min_items_runs",
+        "min_runtime_ms",
         "failure_threshold",
         "recovery_threshold",
         "max_runtime_ms",
@@ -523,6 +544,9 @@ const UPDATE_COLUMNS: &[&str] = &[
     "active_hours",
     "zero_items_after_ms",
     "zero_items_runs",
+    "min_items",
+    "min_items_runs",
+    "min_runtime_ms",
     "failure_threshold",
     "recovery_threshold",
     "max_runtime_ms",
@@ -563,6 +587,9 @@ macro_rules! bind_update_values {
             .bind($v.active_hours.clone())
             .bind($v.zero_items_after_ms)
             .bind($v.zero_items_runs)
+            .bind($v.min_items)
+            .bind($v.min_items_runs)
+            .bind($v.min_runtime_ms)
             .bind($v.failure_threshold)
             .bind($v.recovery_threshold)
             .bind($v.max_runtime_ms)
@@ -593,6 +620,9 @@ macro_rules! bind_check_values {
             .bind($v.active_hours.clone())
             .bind($v.zero_items_after_ms)
             .bind($v.zero_items_runs)
+            .bind($v.min_items)
+            .bind($v.min_items_runs)
+            .bind($v.min_runtime_ms)
             .bind($v.failure_threshold)
             .bind($v.recovery_threshold)
             .bind($v.max_runtime_ms)

@@ -152,18 +152,18 @@ pub(super) async fn write_summaries(
          last_start_at = u.last_start_at, last_failure_at = u.last_failure_at, \
          last_items = u.last_items, last_items_at = u.last_items_at, \
          zero_streak_since = u.zero_streak_since, zero_streak_runs = u.zero_streak_runs, \
-         consecutive_failures = u.consecutive_failures, \
+         low_streak_runs = u.low_streak_runs, consecutive_failures = u.consecutive_failures, \
          consecutive_successes = u.consecutive_successes, last_duration_ms = u.last_duration_ms, \
          open_runs = u.open_runs, overlap_count = u.overlap_count, \
          failed_since = u.failed_since, timed_out_at = u.timed_out_at \
          FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], \
          $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], \
          $12::bigint[], $13::bigint[], $14::bigint[], $15::text[], $16::bigint[], \
-         $17::bigint[], $18::bigint[]) \
+         $17::bigint[], $18::bigint[], $19::bigint[]) \
          AS u(check_id, n_pings, last_ping_at, last_ping_kind, last_success_at, last_start_at, \
          last_failure_at, last_items, last_items_at, zero_streak_since, zero_streak_runs, \
          consecutive_failures, consecutive_successes, last_duration_ms, open_runs, overlap_count, \
-         failed_since, timed_out_at) \
+         failed_since, timed_out_at, low_streak_runs) \
          WHERE s.check_id = u.check_id",
     )
     .bind(&c.check_id)
@@ -184,6 +184,7 @@ pub(super) async fn write_summaries(
     .bind(&c.overlap_count)
     .bind(&c.failed_since)
     .bind(&c.timed_out_at)
+    .bind(&c.low_streak_runs)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -209,6 +210,7 @@ struct SummaryColumns {
     overlap_count: Vec<i64>,
     failed_since: Vec<Option<i64>>,
     timed_out_at: Vec<Option<i64>>,
+    low_streak_runs: Vec<i64>,
 }
 
 impl SummaryColumns {
@@ -233,6 +235,7 @@ impl SummaryColumns {
         self.overlap_count.push(s.overlaps);
         self.failed_since.push(s.failed_since);
         self.timed_out_at.push(s.timed_out_at);
+        self.low_streak_runs.push(s.low_streak_runs);
         Ok(())
     }
 }

@@ -70,7 +70,7 @@ pub(super) fn chunk_rows(rows: usize) -> usize {
 }
 
 /// The parameters of one summary row, as [`bind_summary`] binds them.
-pub(super) const SUMMARY_COLUMNS: usize = 19;
+pub(super) const SUMMARY_COLUMNS: usize = 20;
 
 /// A chunk's statement: `BEGIN IMMEDIATE`, its ping-index entries and its
 /// summaries as parameters (a row whose first value is NULL is padding and
@@ -97,7 +97,7 @@ pub(super) fn chunk_statement(shape: ChunkShape) -> String {
              last_success_at, last_start_at, last_failure_at, last_items, last_items_at, \
              zero_streak_since, zero_streak_runs, consecutive_failures, consecutive_successes, \
              last_duration_ms, open_runs, overlap_count, failed_since, timed_out_at, \
-             folded_through) SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL \
+             folded_through, low_streak_runs) SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL \
              ON CONFLICT (check_id) DO UPDATE SET n_pings = excluded.n_pings, \
              last_ping_at = excluded.last_ping_at, last_ping_kind = excluded.last_ping_kind, \
              last_success_at = excluded.last_success_at, last_start_at = excluded.last_start_at, \
@@ -108,7 +108,8 @@ pub(super) fn chunk_statement(shape: ChunkShape) -> String {
              consecutive_successes = excluded.consecutive_successes, \
              last_duration_ms = excluded.last_duration_ms, open_runs = excluded.open_runs, \
              overlap_count = excluded.overlap_count, failed_since = excluded.failed_since, \
-             timed_out_at = excluded.timed_out_at, folded_through = excluded.folded_through;",
+             timed_out_at = excluded.timed_out_at, folded_through = excluded.folded_through, \
+             low_streak_runs = excluded.low_streak_runs;",
             vec![row; shape.summary_rows].join(",")
         );
     }
@@ -151,7 +152,8 @@ pub(super) fn bind_summary<'q>(
         .bind(s.overlaps)
         .bind(s.failed_since)
         .bind(s.timed_out_at)
-        .bind(c.folded_through))
+        .bind(c.folded_through)
+        .bind(s.low_streak_runs))
 }
 
 /// What a chunk writes besides its index entries and summaries, as SQL text
