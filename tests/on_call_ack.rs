@@ -414,8 +414,9 @@ both_backends!(
 );
 
 /// PostgreSQL, two replicas: the link the leader signed works on the other
-/// replica (the key is shared through the database), and an acknowledgement
-/// taken there stops the leader's reminders.
+/// replica (the key is shared through the database), an acknowledgement
+/// taken there stops the leader's reminders, and taking it back there starts
+/// them again at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_link_acknowledged_on_another_replica_stops_the_leaders_reminders() {
     if !common::postgres_available(
@@ -471,6 +472,25 @@ async fn postgres_a_link_acknowledged_on_another_replica_stops_the_leaders_remin
     assert_eq!(status, 200, "{page}");
     // repeat_interval is 3s: no reminder in twice that.
     quiet_for(&hook, Duration::from_secs(7)).await;
+    // Taken back on the other replica: the leader reminds at its next flush,
+    // long before its 30 s resync would tell it.
+    let v: Value = http
+        .get(format!("{}/api/v1/checks/far/incidents", other.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = v["incidents"][0]["id"].as_i64().unwrap();
+    let r = http
+        .delete(format!("{}/api/v1/incidents/{id}/ack", other.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let calls = hook.wait_for(2, Duration::from_secs(4)).await;
+    assert_eq!(checks(&calls[1].json(), "firing"), ["far"]);
     // The resolve still comes, from the leader.
     let r = http
         .get(format!("{}/ping/{uuid}", other.base))
@@ -478,6 +498,6 @@ async fn postgres_a_link_acknowledged_on_another_replica_stops_the_leaders_remin
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let resolve = call(&hook, 2).await;
+    let resolve = call(&hook, 3).await;
     assert_eq!(checks(&resolve, "resolved"), ["far"], "{resolve:#}");
 }

@@ -505,15 +505,13 @@ impl Dispatcher {
         self.record_holding(&ids).await;
         let log_key = (key.to_string(), receiver_name.clone());
         let prior = self.log.get(&log_key).cloned();
-        let mut planned = plan(
-            &self.snapshot(&ids, now),
-            prior.as_ref(),
-            send_resolved,
-            ms(repeat),
-            now,
-        );
-        if planned.is_some() && self.refresh_acks(&ids).await {
-            // Acknowledged on another replica since: decide again.
+        let snapshot = self.snapshot(&ids, now);
+        let any_acked = !snapshot.acked.is_empty();
+        let mut planned = plan(&snapshot, prior.as_ref(), send_resolved, ms(repeat), now);
+        // Acknowledged (or taken back) on another replica since: read them
+        // again before a notification, and whenever an acknowledged alert
+        // could be owed a reminder, then decide again.
+        if (planned.is_some() || any_acked) && self.refresh_acks(&ids).await {
             planned = plan(
                 &self.snapshot(&ids, now),
                 prior.as_ref(),
