@@ -119,28 +119,22 @@ mod tests {
         [("check".to_string(), check.to_string())].into()
     }
 
+    fn cand<'a>(id: i64, labels: &'a LabelSet, deps: &[&str], failing: bool) -> Candidate<'a> {
+        Candidate {
+            id,
+            labels,
+            depends_on: deps.iter().map(|d| d.to_string()).collect(),
+            failing,
+        }
+    }
+
     #[test]
     fn a_failing_parent_holds_its_children() {
         let (db, a, b) = (labels("db"), labels("a"), labels("b"));
         let alerts = vec![
-            Candidate {
-                id: 1,
-                labels: &db,
-                depends_on: vec![],
-                failing: true,
-            },
-            Candidate {
-                id: 2,
-                labels: &a,
-                depends_on: vec!["db".into(), "dns".into()],
-                failing: true,
-            },
-            Candidate {
-                id: 3,
-                labels: &b,
-                depends_on: vec!["dns".into()],
-                failing: true,
-            },
+            cand(1, &db, &[], true),
+            cand(2, &a, &["db", "dns"], true),
+            cand(3, &b, &["dns"], true),
         ];
         let h = holders(&[], &alerts);
         assert_eq!(h.get(&2), Some(&vec!["db".to_string()]));
@@ -152,42 +146,14 @@ mod tests {
     fn a_parent_that_is_not_failing_holds_nothing() {
         // An overlap alert of the parent, say: open, but the parent is up.
         let (db, a) = (labels("db"), labels("a"));
-        let alerts = vec![
-            Candidate {
-                id: -1,
-                labels: &db,
-                depends_on: vec![],
-                failing: false,
-            },
-            Candidate {
-                id: 2,
-                labels: &a,
-                depends_on: vec!["db".into()],
-                failing: true,
-            },
-        ];
+        let alerts = vec![cand(-1, &db, &[], false), cand(2, &a, &["db"], true)];
         assert!(holders(&[], &alerts).is_empty());
     }
 
     #[test]
     fn nothing_holds_itself() {
         let a = labels("a");
-        let alerts = vec![Candidate {
-            id: 2,
-            labels: &a,
-            depends_on: vec!["a".into()],
-            failing: true,
-        }];
-        assert!(holders(&[], &alerts).is_empty());
-    }
-
-    fn cand<'a>(id: i64, labels: &'a LabelSet, deps: &[&str], failing: bool) -> Candidate<'a> {
-        Candidate {
-            id,
-            labels,
-            depends_on: deps.iter().map(|d| d.to_string()).collect(),
-            failing,
-        }
+        assert!(holders(&[], &[cand(2, &a, &["a"], true)]).is_empty());
     }
 
     #[test]
