@@ -706,6 +706,8 @@ async fn the_openapi_document_matches_the_routes_and_validates() {
         "zero_items_runs",
         "min_items",
         "min_items_runs",
+        "items_below_usual",
+        "items_window",
         "min_runtime",
         "failure_threshold",
         "recovery_threshold",

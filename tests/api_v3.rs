@@ -73,11 +73,15 @@ const ALWAYS: &[&str] = &[
     "filter_default_fail",
     "badge_url",
     // overdue's own: the job guard's lock seats (SPEC §13), the checks it
-    // depends on (SPEC §6.2), the item floor and min_runtime (SPEC §3.3, §3.4).
+    // depends on (SPEC §6.2), the item floor, the usual count and
+    // min_runtime (SPEC §3.3, §3.4).
     "max_instances",
     "depends_on",
     "min_items",
     "min_items_runs",
+    "items_below_usual",
+    "items_window",
+    "usual_items",
     "min_runtime",
 ];
 const WRITE_ONLY: &[&str] = &[

@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::active_hours::Window;
 use super::ping::Thresholds;
 use super::schedule::{parse_tz, CronSchedule};
+use super::usual::{UsualRule, MIN_WEEKS};
 
 /// The default schedule of a check declared without one.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(86_400);
@@ -44,6 +45,8 @@ pub struct CheckInput {
     pub zero_items_runs: Option<u32>,
     pub min_items: Option<u64>,
     pub min_items_runs: Option<u32>,
+    pub items_below_usual: Option<f64>,
+    pub items_window: Option<String>,
     pub min_runtime: Option<String>,
     pub failure_threshold: Option<u32>,
     pub recovery_threshold: Option<u32>,
@@ -102,8 +105,15 @@ pub struct CheckSpec {
     /// The item floor: `stalled(low_items)` after `min_items_runs` counted
     /// successes in a row each reporting fewer (SPEC §3.3).
     pub min_items: Option<u64>,
-    /// Set (default 1) exactly when `min_items` is.
+    /// Set (default 1) exactly when `min_items` or `items_below_usual` is.
     pub min_items_runs: Option<u32>,
+    /// `items_below_usual` in millionths: `stalled(below_usual)` after
+    /// `min_items_runs` judged successes in a row each below this fraction
+    /// of the usual count for their local hour of the week (SPEC §3.3).
+    pub items_below_usual_ppm: Option<u32>,
+    /// The history the usual count looks at (whole weeks); `None`: the
+    /// default, [`DEFAULT_ITEMS_WINDOW`]. Set only with `items_below_usual`.
+    pub items_window: Option<Duration>,
     /// A success closing a run shorter than this is a failure (SPEC §3.4).
     pub min_runtime: Option<Duration>,
     pub failure_threshold: u32,
@@ -151,6 +161,8 @@ impl CheckSpec {
             zero_items_runs: None,
             min_items: None,
             min_items_runs: None,
+            items_below_usual_ppm: None,
+            items_window: None,
             min_runtime: None,
             failure_threshold: 1,
             recovery_threshold: 1,
@@ -306,7 +318,24 @@ impl CheckSpec {
             }
             n => n,
         };
-        let min_items_runs = match (input.min_items_runs, input.min_items) {
+        let items_below_usual_ppm = match input.items_below_usual {
+            Some(f) if f.is_finite() && f > 0.0 && f <= 1.0 => {
+                // Whole millionths: at least one, so a tiny fraction stays set.
+                Some(((f * 1e6).round() as u32).max(1))
+            }
+            Some(f) => {
+                errors.push(FieldError {
+                    field: "items_below_usual".to_string(),
+                    message: format!(
+                        "{f} is out of range: a fraction of the usual count above 0 and at most 1, like 0.25"
+                    ),
+                });
+                None
+            }
+            None => None,
+        };
+        let item_rule = input.min_items.is_some() || input.items_below_usual.is_some();
+        let min_items_runs = match (input.min_items_runs, item_rule) {
             (Some(k), _) if !(1..=MAX_MIN_ITEMS_RUNS).contains(&k) => {
                 errors.push(FieldError {
                     field: "min_items_runs".to_string(),
@@ -314,15 +343,44 @@ impl CheckSpec {
                 });
                 None
             }
-            (Some(_), None) => {
+            (Some(_), false) => {
                 errors.push(FieldError {
                     field: "min_items_runs".to_string(),
-                    message: "applies only with min_items".to_string(),
+                    message: "applies only with min_items or items_below_usual".to_string(),
                 });
                 None
             }
-            (k, Some(_)) => Some(k.unwrap_or(1)),
-            (None, None) => None,
+            (k, true) => Some(k.unwrap_or(1)),
+            (None, false) => None,
+        };
+        let items_window = match input.items_window {
+            None => None,
+            Some(_) if input.items_below_usual.is_none() => {
+                errors.push(FieldError {
+                    field: "items_window".to_string(),
+                    message: "applies only with items_below_usual".to_string(),
+                });
+                None
+            }
+            Some(s) => match humantime::parse_duration(s.trim()) {
+                Ok(d) => match validate_items_window(d) {
+                    Ok(()) => Some(d),
+                    Err(e) => {
+                        errors.push(FieldError {
+                            field: "items_window".to_string(),
+                            message: format!("{s:?} {e}"),
+                        });
+                        None
+                    }
+                },
+                Err(e) => {
+                    errors.push(FieldError {
+                        field: "items_window".to_string(),
+                        message: format!("{s:?} is not a duration like \"4w\" ({e})"),
+                    });
+                    None
+                }
+            },
         };
 
         let max_instances = match input.max_instances {
@@ -373,6 +431,8 @@ impl CheckSpec {
             zero_items_runs,
             min_items,
             min_items_runs,
+            items_below_usual_ppm,
+            items_window,
             min_runtime,
             failure_threshold,
             recovery_threshold,
@@ -394,7 +454,28 @@ impl CheckSpec {
             min_runtime_ms: self
                 .min_runtime
                 .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            below_usual: self.usual_rule(),
         }
+    }
+
+    /// `items_below_usual` as a fraction.
+    pub fn items_below_usual(&self) -> Option<f64> {
+        self.items_below_usual_ppm.map(|p| f64::from(p) / 1e6)
+    }
+
+    /// `items_window`, or its default.
+    pub fn effective_items_window(&self) -> Duration {
+        self.items_window.unwrap_or(DEFAULT_ITEMS_WINDOW)
+    }
+
+    /// The usual-count rule its pings are folded with (SPEC §3.3).
+    pub fn usual_rule(&self) -> Option<UsualRule> {
+        Some(UsualRule {
+            fraction_ppm: self.items_below_usual_ppm?,
+            weeks: u32::try_from(self.effective_items_window().as_secs() / WEEK.as_secs())
+                .unwrap_or(u32::MAX),
+            tz: parse_tz(&self.tz).ok()?,
+        })
     }
 
     /// The interval for an interval check; `None` for a cron check.
@@ -416,6 +497,29 @@ impl CheckSpec {
 
 /// The largest `min_items`: item counts are stored as signed 64-bit integers.
 pub const MAX_ITEMS: u64 = i64::MAX as u64;
+/// A week.
+pub const WEEK: Duration = Duration::from_secs(7 * 86_400);
+/// The default `items_window`: four weeks.
+pub const DEFAULT_ITEMS_WINDOW: Duration = Duration::from_secs(4 * 7 * 86_400);
+/// The longest `items_window`: a year of weeks.
+pub const MAX_ITEMS_WINDOW_WEEKS: u64 = 52;
+
+/// Whether `d` may be an `items_window`: whole weeks, at least
+/// [`MIN_WEEKS`] (fewer could never be judged), at most a year.
+pub fn validate_items_window(d: Duration) -> Result<(), String> {
+    let week = WEEK.as_secs();
+    if d.subsec_nanos() != 0 || !d.as_secs().is_multiple_of(week) {
+        return Err("is not a whole number of weeks, like \"4w\"".to_string());
+    }
+    let weeks = d.as_secs() / week;
+    if weeks < MIN_WEEKS as u64 || weeks > MAX_ITEMS_WINDOW_WEEKS {
+        return Err(format!(
+            "is out of range: from {MIN_WEEKS} to {MAX_ITEMS_WINDOW_WEEKS} weeks (the usual count needs {MIN_WEEKS} weeks of history)"
+        ));
+    }
+    Ok(())
+}
+
 /// The largest `min_items_runs`.
 pub const MAX_MIN_ITEMS_RUNS: u32 = 1000;
 
@@ -682,13 +786,81 @@ mod tests {
         );
         assert_eq!(
             message(r#"{"min_items_runs":2}"#),
-            "min_items_runs: applies only with min_items"
+            "min_items_runs: applies only with min_items or items_below_usual"
         );
         assert!(message(r#"{"min_runtime":"500ms"}"#).starts_with("min_runtime: "));
         assert!(message(r#"{"min_runtime":"soon"}"#).starts_with("min_runtime: "));
         assert_eq!(
             message(r#"{"min_runtime":"10m","max_runtime":"10m"}"#),
             "min_runtime: 10m is not shorter than max_runtime (10m): no run could succeed"
+        );
+    }
+
+    #[test]
+    fn the_usual_count_rule_and_its_window() {
+        let spec =
+            CheckSpec::from_input(input(r#"{"items_below_usual":0.25,"tz":"Europe/Berlin"}"#))
+                .unwrap();
+        assert_eq!(spec.items_below_usual_ppm, Some(250_000));
+        assert_eq!(spec.items_below_usual(), Some(0.25));
+        assert_eq!(spec.min_items_runs, Some(1), "defaults to 1 with the rule");
+        assert_eq!(spec.items_window, None);
+        assert_eq!(spec.effective_items_window(), DEFAULT_ITEMS_WINDOW);
+        let rule = spec.thresholds().below_usual.unwrap();
+        assert_eq!((rule.fraction_ppm, rule.weeks), (250_000, 4));
+        assert_eq!(rule.tz, chrono_tz::Europe::Berlin);
+        let spec = CheckSpec::from_input(input(
+            r#"{"items_below_usual":1,"items_window":"8w","min_items_runs":3}"#,
+        ))
+        .unwrap();
+        assert_eq!(spec.thresholds().below_usual.unwrap().weeks, 8);
+        assert_eq!(spec.min_items_runs, Some(3));
+        // A tiny fraction stays set.
+        let spec = CheckSpec::from_input(input(r#"{"items_below_usual":1e-9}"#)).unwrap();
+        assert_eq!(spec.items_below_usual_ppm, Some(1));
+        assert_eq!(
+            CheckSpec::from_input(input("{}"))
+                .unwrap()
+                .thresholds()
+                .below_usual,
+            None
+        );
+    }
+
+    #[test]
+    fn rejects_bad_usual_count_rules() {
+        let message = |json: &str| {
+            let errs = CheckSpec::from_input(input(json)).unwrap_err();
+            assert_eq!(errs.len(), 1, "{errs:?}");
+            errs[0].to_string()
+        };
+        for bad in ["0", "-0.5", "1.5"] {
+            assert_eq!(
+                message(&format!(r#"{{"items_below_usual":{bad}}}"#)),
+                format!(
+                    "items_below_usual: {} is out of range: a fraction of the usual count above 0 and at most 1, like 0.25",
+                    bad.parse::<f64>().unwrap()
+                )
+            );
+        }
+        assert_eq!(
+            message(r#"{"items_window":"4w"}"#),
+            "items_window: applies only with items_below_usual"
+        );
+        assert_eq!(
+            message(r#"{"items_below_usual":0.5,"items_window":"30d"}"#),
+            "items_window: \"30d\" is not a whole number of weeks, like \"4w\""
+        );
+        assert_eq!(
+            message(r#"{"items_below_usual":0.5,"items_window":"2w"}"#),
+            "items_window: \"2w\" is out of range: from 3 to 52 weeks (the usual count needs 3 weeks of history)"
+        );
+        assert!(
+            message(r#"{"items_below_usual":0.5,"items_window":"53w"}"#).contains("out of range")
+        );
+        assert!(
+            message(r#"{"items_below_usual":0.5,"items_window":"soon"}"#)
+                .starts_with("items_window: \"soon\" is not a duration")
         );
     }
 }

@@ -24,7 +24,7 @@
 //! # Precedence
 //!
 //! paused > down (failed > run_timeout > overdue) > stalled (zero_items >
-//! low_items) > late > up.
+//! low_items > below_usual) > late > up.
 //! Recovery: a success clears overdue, stalled (with items > 0, and at least
 //! `min_items`) and run_timeout at once; `failed` needs `recovery_threshold`
 //! successes. A success closing a run shorter than `min_runtime` is a failure.
@@ -62,6 +62,9 @@ pub struct Rules {
     pub zero_items_runs: Option<u32>,
     /// The item floor and how many counted successes below it in a row stall.
     pub min_items: Option<(u64, u32)>,
+    /// `items_below_usual`: how many judged successes below the usual count
+    /// in a row stall (the judging is the fold's, SPEC §3.3).
+    pub below_usual_runs: Option<u32>,
     /// `None`: the grace.
     pub max_runtime: Option<Duration>,
     /// Raise an overlap alert while two or more runs are open (SPEC §3.4).
@@ -133,6 +136,9 @@ impl Rules {
             min_items: spec
                 .min_items
                 .map(|n| (n, spec.min_items_runs.unwrap_or(1))),
+            below_usual_runs: spec
+                .items_below_usual_ppm
+                .map(|_| spec.min_items_runs.unwrap_or(1)),
             max_runtime: spec.max_runtime.map(duration),
             alert_on_overlap: spec.alert_on_overlap,
             max_instances: spec.max_instances,
@@ -257,11 +263,16 @@ pub fn evaluate(
 
     let zero_at = zero_items_at(rules, summary, &clock, now);
     let low_at = low_items_at(rules, summary, now);
+    let below_at = below_usual_at(rules, summary, now);
     // The first rule that holds names the reason; the status began when the
     // earliest holding rule did.
-    let stalled = [(zero_at, Reason::ZeroItems), (low_at, Reason::LowItems)]
-        .into_iter()
-        .filter_map(|(at, reason)| at.filter(|a| *a <= now).map(|a| (a, reason)));
+    let stalled = [
+        (zero_at, Reason::ZeroItems),
+        (low_at, Reason::LowItems),
+        (below_at, Reason::BelowUsual),
+    ]
+    .into_iter()
+    .filter_map(|(at, reason)| at.filter(|a| *a <= now).map(|a| (a, reason)));
     let stalled = stalled.fold(
         None,
         |acc: Option<(DateTime<Utc>, Reason)>, (at, reason)| {
@@ -375,6 +386,14 @@ fn zero_items_at(
 fn low_items_at(rules: &Rules, s: &Summary, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let (_, runs) = rules.min_items?;
     (s.low_streak_runs >= i64::from(runs))
+        .then(|| s.last_items_at.and_then(instant).unwrap_or(now).min(now))
+}
+
+/// When the usual count stalls the check: at the counted success that
+/// completed the streak of lows (SPEC §3.3).
+fn below_usual_at(rules: &Rules, s: &Summary, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let runs = rules.below_usual_runs?;
+    (s.below_streak_runs >= i64::from(runs))
         .then(|| s.last_items_at.and_then(instant).unwrap_or(now).min(now))
 }
 
@@ -745,6 +764,134 @@ mod tests {
         assert_eq!(
             status_at(&r, &s, "2026-01-01T00:02:00Z"),
             (Status::Stalled, Some(Reason::LowItems))
+        );
+    }
+
+    /// Applies a success with the check's thresholds and an item history.
+    fn counted_with(
+        s: &mut Summary,
+        h: &mut Vec<crate::domain::usual::HourBucket>,
+        json: &str,
+        at: &str,
+        items: u64,
+        id: i64,
+    ) {
+        let spec = CheckSpec::from_input(serde_json::from_str(json).unwrap()).unwrap();
+        let facts = PingFacts {
+            at: ms(at),
+            kind: PingKind::Success,
+            items: Some(items),
+            rid: None,
+        };
+        let with = crate::domain::ping::WithHistory {
+            buckets: h,
+            ping_id: id,
+        };
+        s.apply_with(&facts, spec.thresholds(), Some(with), &mut || 1);
+    }
+
+    #[test]
+    fn far_below_the_usual_count_stalls_with_below_usual_and_recovers() {
+        let json = r#"{"interval":"1d","items_below_usual":0.25,"min_items_runs":2,
+            "tz":"Europe/Berlin","active_hours":[{"start":"08:00","end":"20:00"}]}"#;
+        let r = rules(json);
+        let (mut s, mut h) = (Summary::default(), Vec::new());
+        // Mondays 09:30 and 10:30 Berlin time, three weeks of 50 items.
+        for (id, day) in [(1, "05"), (3, "12"), (5, "19")] {
+            counted_with(
+                &mut s,
+                &mut h,
+                json,
+                &format!("2026-01-{day}T08:30:00Z"),
+                50,
+                id,
+            );
+            counted_with(
+                &mut s,
+                &mut h,
+                json,
+                &format!("2026-01-{day}T09:30:00Z"),
+                50,
+                id + 1,
+            );
+        }
+        assert_eq!(
+            status_at(&r, &s, "2026-01-19T09:31:00Z"),
+            (Status::Up, None)
+        );
+        counted_with(&mut s, &mut h, json, "2026-01-26T08:30:00Z", 8, 10);
+        assert_eq!(s.usual_items, Some(50.0));
+        assert_eq!(
+            status_at(&r, &s, "2026-01-26T08:31:00Z"),
+            (Status::Up, None),
+            "one low success of two"
+        );
+        // The quiet night between two lows does not break the streak.
+        counted_with(&mut s, &mut h, json, "2026-01-26T09:30:00Z", 12, 11);
+        let e = evaluate(&r, &s, false, &[], t("2026-01-26T09:31:00Z"));
+        assert_eq!(
+            (e.status, e.reason),
+            (Status::Stalled, Some(Reason::BelowUsual))
+        );
+        assert_eq!(e.since, Some(t("2026-01-26T09:30:00Z")));
+        let e = evaluate(&r, &s, false, &[], t("2026-01-26T20:00:00Z"));
+        assert_eq!(
+            (e.status, e.quiet),
+            (Status::Stalled, true),
+            "stalled while quiet"
+        );
+        // A normal count recovers it.
+        counted_with(&mut s, &mut h, json, "2026-02-02T08:30:00Z", 40, 12);
+        assert_eq!(
+            status_at(&r, &s, "2026-02-02T08:31:00Z"),
+            (Status::Up, None)
+        );
+    }
+
+    #[test]
+    fn below_usual_comes_after_zero_and_low_items() {
+        let json = r#"{"interval":"1d","items_below_usual":0.5,"min_items":5,"zero_items_runs":1}"#;
+        let r = rules(json);
+        let mut s = Summary {
+            below_streak_runs: 1,
+            last_items_at: Some(ms("2026-01-01T00:00:00Z")),
+            last_success_at: Some(ms("2026-01-01T00:00:00Z")),
+            ..Summary::default()
+        };
+        let at = "2026-01-01T00:01:00Z";
+        assert_eq!(
+            status_at(&r, &s, at),
+            (Status::Stalled, Some(Reason::BelowUsual))
+        );
+        s.low_streak_runs = 1;
+        assert_eq!(
+            status_at(&r, &s, at),
+            (Status::Stalled, Some(Reason::LowItems))
+        );
+        s.zero_streak_runs = 1;
+        s.zero_streak_since = s.last_items_at;
+        assert_eq!(
+            status_at(&r, &s, at),
+            (Status::Stalled, Some(Reason::ZeroItems))
+        );
+        // Without the rule the streak means nothing.
+        let s = Summary {
+            below_streak_runs: 5,
+            ..s.clone()
+        };
+        let plain = rules(r#"{"interval":"1d"}"#);
+        assert_eq!(
+            status_at(
+                &plain,
+                &Summary {
+                    zero_streak_runs: 0,
+                    zero_streak_since: None,
+                    low_streak_runs: 0,
+                    ..s
+                },
+                at
+            ),
+            (Status::Up, None)
         );
     }
 

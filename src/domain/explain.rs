@@ -220,6 +220,20 @@ fn rules(spec: &CheckSpec, of_active: &str) -> Vec<String> {
             )
         });
     }
+    if let (Some(ppm), Some(k)) = (spec.items_below_usual_ppm, spec.min_items_runs) {
+        let weeks = spec.effective_items_window().as_secs() / (7 * 86_400);
+        let share = format!("{}%", f64::from(ppm) / 1e4);
+        let usual = format!(
+            "{share} of the usual count for its hour of the week in {} (the median of the \
+             last {weeks} weeks, judged once 3 of them have that hour) (items_below_usual)",
+            spec.tz
+        );
+        rules.push(if k == 1 {
+            format!("stalled (below_usual) when a success reports less than {usual}")
+        } else {
+            format!("stalled (below_usual) after {k} successes in a row each reporting less than {usual}")
+        });
+    }
     if let Some(d) = spec.min_runtime {
         rules.push(format!(
             "a success that finishes in less than {} counts as a failure (min_runtime)",
@@ -527,6 +541,33 @@ mod tests {
         assert_eq!(
             e.lines[1..],
             ["  stalled (low_items) when a success reports fewer than 1 item (min_items)"]
+        );
+    }
+
+    #[test]
+    fn the_usual_count_rule_is_explained() {
+        let e = explain(
+            &spec(serde_json::json!({
+                "slug": "poller", "interval": "1h", "tz": "Europe/Berlin",
+                "items_below_usual": 0.25, "items_window": "6w", "min_items_runs": 2,
+            })),
+            now(),
+        );
+        assert_eq!(
+            e.lines[1..],
+            ["  stalled (below_usual) after 2 successes in a row each reporting less than 25% of \
+              the usual count for its hour of the week in Europe/Berlin (the median of the last \
+              6 weeks, judged once 3 of them have that hour) (items_below_usual)"]
+        );
+        let e = explain(
+            &spec(serde_json::json!({"slug": "p", "interval": "1h", "items_below_usual": 0.125})),
+            now(),
+        );
+        assert_eq!(
+            e.lines[1..],
+            ["  stalled (below_usual) when a success reports less than 12.5% of the usual count \
+              for its hour of the week in UTC (the median of the last 4 weeks, judged once 3 of \
+              them have that hour) (items_below_usual)"]
         );
     }
 

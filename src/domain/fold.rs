@@ -11,8 +11,9 @@ use uuid::Uuid;
 
 use super::check::{Check, Methods};
 use super::ping::{
-    clamp_items, Applied, PingFacts, PingKind, RunChange, Summary, Thresholds, UnixMs,
+    clamp_items, Applied, PingFacts, PingKind, RunChange, Summary, Thresholds, UnixMs, WithHistory,
 };
+use super::usual::HourBucket;
 
 /// A ping as it was received, before it is stored and folded.
 #[derive(Debug, Clone)]
@@ -65,13 +66,17 @@ pub struct StoredPing {
 
 /// What folding pings needs to know of a check: its flags, thresholds and
 /// summary (updated in place).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FoldCheck {
     pub summary: Summary,
     pub paused: bool,
     pub manual_resume: bool,
     pub methods: Methods,
     pub thresholds: Thresholds,
+    /// The item history's buckets its pings need (`items_below_usual`;
+    /// see [`super::usual::hours_needed`]), updated in place; `None`: not
+    /// loaded, so the usual count is not judged (readers).
+    pub history: Option<Vec<HourBucket>>,
 }
 
 /// One folded ping: what it was recorded as.
@@ -111,7 +116,7 @@ pub fn plan_fold<C: BorrowMut<FoldCheck>>(
         let Some(entry) = checks.get_mut(&p.ping.check_id) else {
             continue;
         };
-        let (kind, resumed, applied) = fold_one(entry.borrow_mut(), &p.ping, next_run_id);
+        let (kind, resumed, applied) = fold_one(entry.borrow_mut(), p, next_run_id);
         if resumed {
             plan.resumed.push(p.ping.check_id);
         }
@@ -151,9 +156,10 @@ pub fn plan_fold<C: BorrowMut<FoldCheck>>(
 
 fn fold_one(
     entry: &mut FoldCheck,
-    p: &Ping,
+    stored: &StoredPing,
     next_run_id: &mut dyn FnMut() -> i64,
 ) -> (PingKind, bool, Applied) {
+    let p = &stored.ping;
     let (kind, resume) = effective_kind(
         p.kind,
         &p.method,
@@ -170,7 +176,13 @@ fn fold_one(
         items: p.items,
         rid: p.rid,
     };
-    let applied = entry.summary.apply(&facts, entry.thresholds, next_run_id);
+    let history = entry.history.as_mut().map(|buckets| WithHistory {
+        buckets,
+        ping_id: stored.id,
+    });
+    let applied = entry
+        .summary
+        .apply_with(&facts, entry.thresholds, history, next_run_id);
     (kind, resume, applied)
 }
 
@@ -192,13 +204,14 @@ pub fn apply_pending_runs(
         manual_resume: check.spec.manual_resume,
         methods: check.spec.methods,
         thresholds: check.spec.thresholds(),
+        history: None,
     };
     // Runs opened here get provisional ids; the fold assigns the real ones.
     let mut provisional = 0;
     let mut out = Vec::with_capacity(pending.len());
     let mut runs = Vec::new();
     for p in pending.iter().filter(|p| p.ping.check_id == check.id) {
-        let (kind, _, applied) = fold_one(&mut entry, &p.ping, &mut || {
+        let (kind, _, applied) = fold_one(&mut entry, p, &mut || {
             provisional -= 1;
             provisional
         });
@@ -442,7 +455,9 @@ mod tests {
                                 recovery,
                                 min_items,
                                 min_runtime_ms: min_runtime_s.map(|s| s * 1000),
+                                below_usual: None,
                             },
+                            history: None,
                         }
                     },
                 )

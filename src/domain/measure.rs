@@ -27,6 +27,8 @@ pub struct Measures {
     /// when the check is not judged by its schedule (new or paused).
     pub down_after: Option<Duration>,
     pub last_items: Option<i64>,
+    /// The usual count in force (`items_below_usual`), when judged.
+    pub usual_items: Option<f64>,
     /// Active, observed time of the current zero-items streak (zero without one).
     pub zero_items: Duration,
     /// Inside active hours now.
@@ -101,6 +103,9 @@ pub fn measure(
         staleness,
         down_after,
         last_items: summary.last_items,
+        usual_items: summary
+            .usual_items
+            .filter(|_| rules.below_usual_runs.is_some()),
         zero_items,
         active: !e.quiet,
         running: e.running,

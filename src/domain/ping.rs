@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::usual::{judge_and_record, HourBucket, Judged, UsualRule};
+
 /// An instant as Unix milliseconds (UTC), the unit every store uses.
 pub type UnixMs = i64;
 
@@ -104,7 +106,7 @@ pub enum RunChange {
 
 /// The durable per-check summary of its ping history: what the evaluator and
 /// the API need without reading the ping log.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Summary {
     pub n_pings: i64,
     pub last_ping_at: Option<UnixMs>,
@@ -121,6 +123,12 @@ pub struct Summary {
     /// Consecutive counted success pings reporting fewer than `min_items`
     /// (counted only while the check has a floor).
     pub low_streak_runs: i64,
+    /// Consecutive judged counted successes below `items_below_usual` of
+    /// the usual count (SPEC §3.3); an unjudged success leaves it as it is.
+    pub below_streak_runs: i64,
+    /// The usual count the last counted success was judged against: the
+    /// value in force (`None` when it was not judged).
+    pub usual_items: Option<f64>,
     pub consecutive_failures: i64,
     pub consecutive_successes: i64,
     pub last_duration_ms: Option<i64>,
@@ -144,6 +152,9 @@ pub struct Thresholds {
     /// `min_runtime` in milliseconds: a success closing a run shorter than
     /// this is a failure.
     pub min_runtime_ms: Option<i64>,
+    /// `items_below_usual`: counted successes are judged against their
+    /// history when the fold has it.
+    pub below_usual: Option<UsualRule>,
 }
 
 impl Default for Thresholds {
@@ -153,6 +164,7 @@ impl Default for Thresholds {
             recovery: 1,
             min_items: None,
             min_runtime_ms: None,
+            below_usual: None,
         }
     }
 }
@@ -182,12 +194,32 @@ pub struct Applied {
     pub runs: Vec<RunChange>,
 }
 
+/// The item history a ping is folded with: the check's hour buckets (see
+/// [`super::usual`]) and the ping's id.
+pub struct WithHistory<'a> {
+    pub buckets: &'a mut Vec<HourBucket>,
+    pub ping_id: i64,
+}
+
 impl Summary {
     /// Applies one ping; `next_run_id` allocates ids for runs it opens.
     pub fn apply(
         &mut self,
         ping: &PingFacts,
         thresholds: Thresholds,
+        next_run_id: &mut dyn FnMut() -> i64,
+    ) -> Applied {
+        self.apply_with(ping, thresholds, None, next_run_id)
+    }
+
+    /// Like [`Summary::apply`], judging a counted success against the item
+    /// history when there is one (`items_below_usual`); without it, the
+    /// below-usual streak and the usual count stay as they are.
+    pub fn apply_with(
+        &mut self,
+        ping: &PingFacts,
+        thresholds: Thresholds,
+        history: Option<WithHistory<'_>>,
         next_run_id: &mut dyn FnMut() -> i64,
     ) -> Applied {
         self.n_pings += 1;
@@ -221,6 +253,9 @@ impl Summary {
                 }
                 if let Some(items) = ping.items {
                     self.count_items(ping.at, items, thresholds.min_items);
+                    if let (Some(rule), Some(h)) = (thresholds.below_usual, history) {
+                        self.judge_usual(ping.at, items, rule, h);
+                    }
                 }
                 self.finish(ping, RunOutcome::Success, None, &mut applied);
                 self.record_items(ping);
@@ -302,6 +337,22 @@ impl Summary {
         } else {
             self.zero_streak_since = None;
             self.zero_streak_runs = 0;
+        }
+    }
+
+    /// Judges a counted success against its usual count (SPEC §3.3) and
+    /// records it in the history.
+    fn judge_usual(&mut self, at: UnixMs, items: u64, rule: UsualRule, h: WithHistory<'_>) {
+        match judge_and_record(h.buckets, rule, at, items, h.ping_id) {
+            Judged::Unjudged => self.usual_items = None,
+            Judged::Usual { usual, low } => {
+                self.usual_items = Some(usual);
+                if low {
+                    self.below_streak_runs += 1;
+                } else {
+                    self.below_streak_runs = 0;
+                }
+            }
         }
     }
 
@@ -686,6 +737,105 @@ mod tests {
         assert_eq!(s.low_streak_runs, 0, "without a floor nothing is low");
     }
 
+    fn usual(fraction_ppm: u32) -> Thresholds {
+        Thresholds {
+            below_usual: Some(UsualRule {
+                fraction_ppm,
+                weeks: 4,
+                tz: chrono_tz::UTC,
+            }),
+            min_runtime_ms: Some(5_000),
+            ..Thresholds::default()
+        }
+    }
+
+    const WEEK_MS: i64 = 7 * 86_400_000;
+
+    /// Applies `p` as ping `id` with the history `h`.
+    fn judged(s: &mut Summary, h: &mut Vec<HourBucket>, p: &PingFacts, t: Thresholds, id: i64) {
+        let with = WithHistory {
+            buckets: h,
+            ping_id: id,
+        };
+        s.apply_with(p, t, Some(with), &mut ids());
+    }
+
+    #[test]
+    fn below_usual_streak_counts_judged_lows_only() {
+        let mut s = Summary::default();
+        let mut h = Vec::new();
+        let t = usual(250_000);
+        // Three weeks of 40 items at the same hour: not judged until then.
+        for w in 0..3 {
+            judged(&mut s, &mut h, &with_items(w * WEEK_MS, 40), t, w + 1);
+            assert_eq!(s.usual_items, None, "week {w} is not judged yet");
+            assert_eq!(s.below_streak_runs, 0);
+        }
+        let at = 3 * WEEK_MS;
+        judged(&mut s, &mut h, &with_items(at, 9), t, 10);
+        assert_eq!(s.usual_items, Some(40.0));
+        assert_eq!(s.below_streak_runs, 1, "9 < 0.25 × 40");
+        // Another hour of the week has no history: unjudged, the streak stays.
+        judged(&mut s, &mut h, &with_items(at + 3_600_000, 0), t, 11);
+        assert_eq!(s.usual_items, None);
+        assert_eq!(s.below_streak_runs, 1);
+        // Pings without items and failures change nothing.
+        judged(&mut s, &mut h, &ping(at + 60_000, PingKind::Success), t, 12);
+        let mut f = ping(at + 70_000, PingKind::Fail);
+        f.items = Some(1);
+        judged(&mut s, &mut h, &f, t, 13);
+        assert_eq!(s.below_streak_runs, 1);
+        judged(&mut s, &mut h, &with_items(at + 80_000, 8), t, 14);
+        assert_eq!(s.below_streak_runs, 2);
+        // Not below: 10 is exactly 0.25 × 40.
+        judged(&mut s, &mut h, &with_items(at + 90_000, 10), t, 15);
+        assert_eq!(s.below_streak_runs, 0);
+        // The hour this week was recorded too: sum 9 + 8 + 10 over 3.
+        let b = h.iter().find(|b| b.local_hour == at / 3_600_000).unwrap();
+        assert_eq!((b.sum, b.count, b.through), (27, 3, 15));
+    }
+
+    #[test]
+    fn a_ping_folded_again_is_not_recorded_twice() {
+        let mut s = Summary::default();
+        let mut h = Vec::new();
+        judged(&mut s, &mut h, &with_items(0, 40), usual(250_000), 7);
+        let before = h.clone();
+        // After a restart the writer folds ping 7 again into its summary.
+        judged(
+            &mut Summary::default(),
+            &mut h,
+            &with_items(0, 40),
+            usual(250_000),
+            7,
+        );
+        assert_eq!(h, before);
+    }
+
+    #[test]
+    fn too_fast_successes_and_readers_without_history_judge_nothing() {
+        let mut s = Summary::default();
+        let mut h: Vec<HourBucket> = (1..=3)
+            .map(|w| HourBucket {
+                local_hour: -w * 168,
+                sum: 40,
+                count: 1,
+                through: w,
+            })
+            .collect();
+        let t = usual(250_000);
+        judged(&mut s, &mut h, &ping(0, PingKind::Start), t, 10);
+        judged(&mut s, &mut h, &with_items(1_000, 1), t, 11);
+        assert_eq!(s.consecutive_failures, 1, "finished too fast");
+        assert_eq!((s.below_streak_runs, s.usual_items), (0, None));
+        assert_eq!(h.len(), 3, "its items are not counted");
+        judged(&mut s, &mut h, &with_items(2_000, 1), t, 12);
+        assert_eq!((s.below_streak_runs, s.usual_items), (1, Some(40.0)));
+        // Without the history (a reader) the streak and usual count stay.
+        s.apply(&with_items(3_000, 1), t, &mut ids());
+        assert_eq!((s.below_streak_runs, s.usual_items), (1, Some(40.0)));
+    }
+
     #[test]
     fn a_success_before_min_runtime_is_a_failed_run() {
         let mut s = Summary::default();
@@ -771,6 +921,35 @@ mod tests {
         use proptest::prelude::*;
 
         proptest! {
+            /// The below-usual streak counts the judged lows since the last
+            /// judged success that was not low; unjudged successes (an hour
+            /// of the week without three weeks of history) leave it alone.
+            #[test]
+            fn below_usual_streak_is_the_trailing_run_of_judged_lows(
+                steps in proptest::collection::vec((any::<bool>(), 0u64..60), 1..40),
+            ) {
+                let hour = 3_600_000;
+                // Three weeks of 40 items at hour 0 of the week: usual 40.
+                let mut h: Vec<HourBucket> = (1..=3)
+                    .map(|w| HourBucket { local_hour: 3 * 168 - w * 168, sum: 40, count: 1, through: w })
+                    .collect();
+                let t = Thresholds { below_usual: usual(250_000).below_usual, ..Thresholds::default() };
+                let mut s = Summary::default();
+                let mut model = 0i64;
+                for (i, (judged_hour, items)) in steps.iter().enumerate() {
+                    // Hour 3 × 168 has history; the hour after it has none.
+                    let at = (3 * 168 + i64::from(!*judged_hour)) * hour + i as i64;
+                    judged(&mut s, &mut h, &with_items(at, *items), t, 10 + i as i64);
+                    if *judged_hour {
+                        model = if *items < 10 { model + 1 } else { 0 };
+                        prop_assert_eq!(s.usual_items, Some(40.0));
+                    } else {
+                        prop_assert_eq!(s.usual_items, None);
+                    }
+                    prop_assert_eq!(s.below_streak_runs, model);
+                }
+            }
+
             /// A success is too fast exactly when it closes a run shorter
             /// than min_runtime, and a too-fast success never moves
             /// last_success, the items or their streaks.

@@ -15,7 +15,7 @@ pub enum Status {
 }
 
 /// Why a check is down (`overdue`, `failed`, `run_timeout`) or stalled
-/// (`zero_items`, `low_items`).
+/// (`zero_items`, `low_items`, `below_usual`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
@@ -26,6 +26,9 @@ pub enum Reason {
     ZeroItems,
     /// Successes reported fewer items than `min_items` (SPEC §3.3, the floor).
     LowItems,
+    /// Successes reported far fewer items than usual for their hour of the
+    /// week (SPEC §3.3, `items_below_usual`).
+    BelowUsual,
 }
 
 impl Status {
@@ -70,6 +73,7 @@ impl Reason {
             Reason::RunTimeout => "run_timeout",
             Reason::ZeroItems => "zero_items",
             Reason::LowItems => "low_items",
+            Reason::BelowUsual => "below_usual",
         }
     }
 
@@ -81,6 +85,7 @@ impl Reason {
             Reason::RunTimeout,
             Reason::ZeroItems,
             Reason::LowItems,
+            Reason::BelowUsual,
         ]
         .into_iter()
         .find(|v| v.as_str() == s)
@@ -102,6 +107,7 @@ mod tests {
             "run_timeout",
             "zero_items",
             "low_items",
+            "below_usual",
         ] {
             assert_eq!(Reason::parse(r).unwrap().as_str(), r);
             let json = serde_json::to_value(Reason::parse(r).unwrap()).unwrap();

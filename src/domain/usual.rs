@@ -16,7 +16,8 @@
 use chrono::{Datelike, TimeZone, Timelike};
 use chrono_tz::Tz;
 
-use super::ping::UnixMs;
+/// An instant as Unix milliseconds (as `ping::UnixMs`; this module is below `ping`).
+type UnixMs = i64;
 
 /// Hours in a week.
 pub const WEEK_HOURS: i64 = 168;
@@ -32,6 +33,65 @@ pub struct HourBucket {
     pub sum: u64,
     /// How many counted successes the hour had.
     pub count: u32,
+    /// The id of the last ping counted in it: a ping folded again (after a
+    /// restart) is not counted twice.
+    pub through: i64,
+}
+
+/// A check's `items_below_usual` rule as its pings are folded with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsualRule {
+    /// `items_below_usual` in millionths.
+    pub fraction_ppm: u32,
+    /// Whole weeks of `items_window`.
+    pub weeks: u32,
+    /// The check's zone: hours of the week are local.
+    pub tz: Tz,
+}
+
+impl UsualRule {
+    /// The fraction below which a count is low.
+    pub fn fraction(&self) -> f64 {
+        f64::from(self.fraction_ppm) / 1e6
+    }
+}
+
+/// What judging one counted success against its history gave.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Judged {
+    /// Fewer than [`MIN_WEEKS`] weeks had the hour: not judged.
+    Unjudged,
+    /// Judged against this usual count: low or not.
+    Usual { usual: f64, low: bool },
+}
+
+/// Judges a counted success reporting `items` at `at` against `buckets`, and
+/// records it in them (ping `id`; a ping already recorded is not recorded
+/// again). `buckets` must hold the hours [`hours_needed`] names.
+pub fn judge_and_record(
+    buckets: &mut Vec<HourBucket>,
+    rule: UsualRule,
+    at: UnixMs,
+    items: u64,
+    id: i64,
+) -> Judged {
+    let hour = local_hour(at, rule.tz);
+    let judged = match usual(buckets, hour, rule.weeks) {
+        None => Judged::Unjudged,
+        Some(u) => Judged::Usual {
+            usual: u,
+            low: below_usual(items, u, rule.fraction()),
+        },
+    };
+    record(buckets, at, rule.tz, items, id);
+    judged
+}
+
+/// The local hours whose buckets judging and recording a success at `at`
+/// reads: its own and the same hour of each week of the window.
+pub fn hours_needed(at: UnixMs, rule: UsualRule) -> impl Iterator<Item = i64> {
+    let hour = local_hour(at, rule.tz);
+    (0..=i64::from(rule.weeks)).map(move |k| hour - k * WEEK_HOURS)
 }
 
 impl HourBucket {
@@ -99,19 +159,28 @@ pub fn window_weeks(window_ms: i64) -> u32 {
     u32::try_from(window_ms / (WEEK_HOURS * 3_600_000)).unwrap_or(u32::MAX)
 }
 
-/// Adds one counted success to the history: the bucket of its local hour.
-pub fn record(buckets: &mut Vec<HourBucket>, at: UnixMs, tz: Tz, items: u64) {
+/// Adds one counted success (ping `id`) to the history: the bucket of its
+/// local hour. False when the bucket already counts that ping (ids only
+/// grow, so `through` says which it holds).
+pub fn record(buckets: &mut Vec<HourBucket>, at: UnixMs, tz: Tz, items: u64, id: i64) -> bool {
     let hour = local_hour(at, tz);
     match buckets.iter_mut().find(|b| b.local_hour == hour) {
+        Some(b) if b.through >= id => false,
         Some(b) => {
             b.sum = b.sum.saturating_add(items);
             b.count = b.count.saturating_add(1);
+            b.through = id;
+            true
         }
-        None => buckets.push(HourBucket {
-            local_hour: hour,
-            sum: items,
-            count: 1,
-        }),
+        None => {
+            buckets.push(HourBucket {
+                local_hour: hour,
+                sum: items,
+                count: 1,
+                through: id,
+            });
+            true
+        }
     }
 }
 
@@ -141,6 +210,7 @@ mod tests {
             local_hour,
             sum,
             count,
+            through: 0,
         }
     }
 
@@ -223,7 +293,13 @@ mod tests {
         let berlin: Tz = "Europe/Berlin".parse().unwrap();
         let mut b = Vec::new();
         for (d, h_utc, items) in [(9, 8, 40), (16, 8, 50), (23, 8, 60)] {
-            record(&mut b, utc(2026, 3, d, h_utc, 15), berlin, items);
+            record(
+                &mut b,
+                utc(2026, 3, d, h_utc, 15),
+                berlin,
+                items,
+                i64::from(d),
+            );
         }
         // 2026-03-30, 09:15 CEST = 07:15 UTC.
         let at = local_hour(utc(2026, 3, 30, 7, 15), berlin);
@@ -239,13 +315,72 @@ mod tests {
         let berlin: Tz = "Europe/Berlin".parse().unwrap();
         // 2026-10-25: 02:00–03:00 happens twice (00:00 and 01:00 UTC).
         let mut b = Vec::new();
-        record(&mut b, utc(2026, 10, 25, 0, 30), berlin, 10);
-        record(&mut b, utc(2026, 10, 25, 1, 30), berlin, 30);
+        record(&mut b, utc(2026, 10, 25, 0, 30), berlin, 10, 1);
+        record(&mut b, utc(2026, 10, 25, 1, 30), berlin, 30, 2);
         assert_eq!(b.len(), 1);
         assert_eq!((b[0].sum, b[0].count), (40, 2));
         // 2026-03-29: 02:00 local does not exist; 01:30 UTC is 03:30 CEST.
         let h = local_hour(utc(2026, 3, 29, 1, 30), berlin);
         assert_eq!(h % 24, 3);
+    }
+
+    #[test]
+    fn hours_needed_are_the_same_local_hour_each_week_across_dst() {
+        let berlin: Tz = "Europe/Berlin".parse().unwrap();
+        let rule = UsualRule {
+            fraction_ppm: 250_000,
+            weeks: 4,
+            tz: berlin,
+        };
+        // Monday 2026-04-06 09:15 CEST; three of the four weeks before were CET.
+        let at = utc(2026, 4, 6, 7, 15);
+        let hours: Vec<i64> = hours_needed(at, rule).collect();
+        assert_eq!(hours.len(), 5);
+        for (k, h) in hours.iter().enumerate() {
+            assert_eq!(h % 24, 9, "09:00 local, week {k}");
+            assert_eq!(hour_of_week(*h), 9, "Monday 09:00");
+        }
+        // The buckets a CET-time success recorded are among them.
+        let mut b = Vec::new();
+        record(&mut b, utc(2026, 3, 9, 8, 15), berlin, 5, 1);
+        assert!(hours.contains(&b[0].local_hour));
+    }
+
+    #[test]
+    fn judging_records_and_uses_only_earlier_weeks() {
+        let rule = UsualRule {
+            fraction_ppm: 500_000,
+            weeks: 4,
+            tz: chrono_tz::UTC,
+        };
+        let mut b = Vec::new();
+        let week = WEEK_HOURS * HOUR;
+        for w in 0..3 {
+            assert_eq!(
+                judge_and_record(&mut b, rule, w * week, 10, w + 1),
+                Judged::Unjudged
+            );
+        }
+        assert_eq!(
+            judge_and_record(&mut b, rule, 3 * week, 4, 10),
+            Judged::Usual {
+                usual: 10.0,
+                low: true
+            }
+        );
+        // The same hour again: its own earlier success this week is not history.
+        assert_eq!(
+            judge_and_record(&mut b, rule, 3 * week + 60_000, 5, 11),
+            Judged::Usual {
+                usual: 10.0,
+                low: false
+            }
+        );
+        assert_eq!(b.len(), 4);
+        // Ping 11 again (a restart folds it again): not counted twice.
+        judge_and_record(&mut b, rule, 3 * week + 60_000, 5, 11);
+        let this = b.iter().find(|x| x.local_hour == 3 * WEEK_HOURS).unwrap();
+        assert_eq!((this.sum, this.count, this.through), (9, 2, 11));
     }
 
     #[test]
@@ -321,8 +456,8 @@ mod tests {
         fn record_adds_up(pings in proptest::collection::vec((0i64..(30 * 24 * 3_600_000), 0u64..1000), 0..60)) {
             let tz: Tz = "America/New_York".parse().unwrap();
             let mut b = Vec::new();
-            for (at, items) in &pings {
-                record(&mut b, *at + 1_700_000_000_000, tz, *items);
+            for (id, (at, items)) in pings.iter().enumerate() {
+                record(&mut b, *at + 1_700_000_000_000, tz, *items, id as i64 + 1);
             }
             let hours: std::collections::BTreeSet<i64> = b.iter().map(|x| x.local_hour).collect();
             prop_assert_eq!(hours.len(), b.len());

@@ -75,8 +75,15 @@ pub struct CheckInputDoc {
     /// The item floor (at least 1): `stalled` (`low_items`) after
     /// `min_items_runs` counted successes in a row each reporting fewer items.
     min_items: Option<u64>,
-    /// 1 to 1000 (default 1); only with `min_items`.
+    /// 1 to 1000 (default 1); only with `min_items` or `items_below_usual`.
     min_items_runs: Option<u32>,
+    /// A fraction above 0 and at most 1: `stalled` (`below_usual`) after
+    /// `min_items_runs` counted successes in a row each reporting fewer than
+    /// this fraction of the usual count for their local hour of the week.
+    items_below_usual: Option<f64>,
+    /// The history the usual count looks at: whole weeks, `3w` to `52w`
+    /// (default `4w`); only with `items_below_usual`.
+    items_window: Option<String>,
     /// A success that finishes a run in less than this (at least `1s`) is a
     /// failed run, reason `finished too fast`.
     min_runtime: Option<String>,
@@ -113,8 +120,11 @@ pub struct CheckView {
     pub zero_items_after: Option<String>,
     pub zero_items_runs: Option<u32>,
     pub min_items: Option<u64>,
-    /// Set (default 1) exactly when `min_items` is.
+    /// Set (default 1) exactly when `min_items` or `items_below_usual` is.
     pub min_items_runs: Option<u32>,
+    pub items_below_usual: Option<f64>,
+    /// Set (default `4w`) exactly when `items_below_usual` is.
+    pub items_window: Option<String>,
     pub min_runtime: Option<String>,
     pub failure_threshold: u32,
     pub recovery_threshold: u32,
@@ -142,6 +152,10 @@ pub struct CheckView {
     pub last_ping: Option<String>,
     pub last_success: Option<String>,
     pub last_items: Option<i64>,
+    /// The usual count in force (`items_below_usual`): the one the last
+    /// counted success was judged against; `null` when it was not judged
+    /// (fewer than 3 weeks had its hour of the week) or without the rule.
+    pub usual_items: Option<f64>,
     /// Seconds.
     pub last_duration: Option<f64>,
     pub next_due: Option<String>,
@@ -184,6 +198,11 @@ impl CheckView {
         };
         let s = &check.summary;
         let spec = check.spec;
+        let spec_has_usual = spec.items_below_usual_ppm.is_some();
+        let items_below_usual = spec.items_below_usual();
+        let items_window = spec
+            .items_below_usual_ppm
+            .map(|_| format_duration(spec.effective_items_window()));
         CheckView {
             uuid: check.uuid,
             ping_url: format!("{base_url}/ping/{}", check.uuid),
@@ -203,6 +222,8 @@ impl CheckView {
             zero_items_runs: spec.zero_items_runs,
             min_items: spec.min_items,
             min_items_runs: spec.min_items_runs,
+            items_below_usual,
+            items_window,
             failure_threshold: spec.failure_threshold,
             recovery_threshold: spec.recovery_threshold,
             alert_on_overlap: spec.alert_on_overlap,
@@ -219,6 +240,7 @@ impl CheckView {
             last_ping: s.last_ping_at.map(rfc3339),
             last_success: s.last_success_at.map(rfc3339),
             last_items: s.last_items,
+            usual_items: s.usual_items.filter(|_| spec_has_usual),
             last_duration: s.last_duration_ms.map(|ms| ms as f64 / 1000.0),
             next_due: due.map(|t| rfc3339(t.timestamp_millis())),
             inhibited_by: check.inhibited_by,
@@ -259,6 +281,15 @@ pub fn input_json(spec: &CheckSpec) -> Map<String, Value> {
     put(
         "min_items_runs",
         serde_json::json!(spec.min_items_runs.filter(|k| *k != 1)),
+    );
+    put(
+        "items_below_usual",
+        serde_json::json!(spec.items_below_usual()),
+    );
+    // Left out at its default, like min_items_runs.
+    put(
+        "items_window",
+        serde_json::json!(spec.items_window.map(format_duration)),
     );
     put(
         "min_runtime",

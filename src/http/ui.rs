@@ -284,10 +284,15 @@ struct Row {
 }
 
 fn spark(items: &[i64]) -> Option<String> {
+    spark_up_to(items, 0.0)
+}
+
+/// The sparkline, scaled to show `ceiling` too (the usual count).
+fn spark_up_to(items: &[i64], ceiling: f64) -> Option<String> {
     if items.len() < 2 {
         return None;
     }
-    let max = items.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let max = spark_max(items, ceiling);
     let step = 100.0 / (items.len() - 1) as f64;
     Some(
         items
@@ -303,6 +308,22 @@ fn spark(items: &[i64]) -> Option<String> {
             .collect::<Vec<_>>()
             .join(" "),
     )
+}
+
+fn spark_max(items: &[i64], ceiling: f64) -> f64 {
+    (items.iter().copied().max().unwrap_or(0).max(1) as f64).max(ceiling)
+}
+
+/// The usual band on the check's sparkline (`items_below_usual`): from the
+/// usual count down to the fraction of it below which a count is low, as
+/// `y` and `height` in the sparkline's scale.
+fn usual_band(items: &[i64], usual: Option<f64>, fraction: Option<f64>) -> Option<(f64, f64)> {
+    let (usual, fraction) = (usual?, fraction?);
+    if items.len() < 2 {
+        return None;
+    }
+    let y = |v: f64| 22.0 - 20.0 * v / spark_max(items, usual);
+    Some((y(usual), y(fraction * usual) - y(usual)))
 }
 
 /// The item counts of a check's last pings that carried one, oldest first.
@@ -435,6 +456,7 @@ fn reason_words(r: &str) -> String {
         "run_timeout" => "a run started and did not finish in time".to_string(),
         "zero_items" => "successes reported no items".to_string(),
         "low_items" => "successes reported fewer items than min_items".to_string(),
+        "below_usual" => "successes reported far fewer items than usual for their hour of the week (items_below_usual)".to_string(),
         other => other.replace('_', " "),
     }
 }
@@ -658,6 +680,7 @@ async fn check_page(
         .collect();
     let badge = unique_key(check.uuid);
     let v = super::api::view(&state, check);
+    let band = usual_band(&items, v.usual_items, v.items_below_usual);
     let status = status_word(v.status.as_str());
     render(
         &t,
@@ -675,7 +698,8 @@ async fn check_page(
             explanation => explanation.lines,
             warnings => explanation.warnings,
             windows,
-            spark => spark(&items),
+            spark => spark_up_to(&items, v.usual_items.unwrap_or(0.0)),
+            band => band.map(|(y, h)| context! { y => format!("{y:.1}"), height => format!("{h:.1}") }),
             pings,
             locks,
             runs,
@@ -903,6 +927,16 @@ mod tests {
             reason_words("low_items"),
             "successes reported fewer items than min_items"
         );
+    }
+
+    #[test]
+    fn the_usual_band_shares_the_sparklines_scale() {
+        // Usual 40 above every count: the scale goes up to it.
+        assert_eq!(spark_up_to(&[0, 20], 40.0).unwrap(), "0.0,22.0 100.0,12.0");
+        let (y, h) = usual_band(&[0, 20], Some(40.0), Some(0.25)).unwrap();
+        assert_eq!((y, h), (2.0, 15.0), "from 40 down to 10");
+        assert_eq!(usual_band(&[0, 20], None, Some(0.25)), None);
+        assert_eq!(usual_band(&[5], Some(40.0), Some(0.25)), None);
     }
 
     #[test]

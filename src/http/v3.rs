@@ -269,6 +269,15 @@ fn check_json(state: &AppState, check: Check, readonly: bool) -> Value {
     m.insert("depends_on".into(), json!(spec.depends_on));
     m.insert("min_items".into(), json!(spec.min_items));
     m.insert("min_items_runs".into(), json!(spec.min_items_runs));
+    m.insert("items_below_usual".into(), json!(spec.items_below_usual()));
+    let items_window = spec
+        .items_below_usual_ppm
+        .map(|_| format_duration(spec.effective_items_window()));
+    m.insert("items_window".into(), json!(items_window));
+    m.insert(
+        "usual_items".into(),
+        json!(summary.usual_items.filter(|_| items_window.is_some())),
+    );
     let min_runtime = spec.min_runtime.map(format_duration);
     m.insert("min_runtime".into(), json!(min_runtime));
     for k in [
@@ -398,7 +407,13 @@ struct V3Spec {
 
 /// overdue's own rules that v3 carries as extra fields, spelled as in v1
 /// (SPEC §3.3, §3.4).
-const NATIVE_FIELDS: &[&str] = &["min_items", "min_items_runs", "min_runtime"];
+const NATIVE_FIELDS: &[&str] = &[
+    "min_items",
+    "min_items_runs",
+    "items_below_usual",
+    "items_window",
+    "min_runtime",
+];
 
 const UNIQUE_FIELDS: &[&str] = &["name", "slug", "tags", "timeout", "grace"];
 

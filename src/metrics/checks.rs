@@ -208,6 +208,12 @@ const FAMILIES: &[Family] = &[
         value: |m| m.last_items.map(Value::Int),
     },
     Family {
+        name: "overdue_check_usual_items",
+        kind: "gauge",
+        help: "The usual item count the last counted success was judged against (items_below_usual; absent when not judged).",
+        value: |m| m.usual_items.map(Value::Float),
+    },
+    Family {
         name: "overdue_check_zero_items_seconds",
         kind: "gauge",
         help: "Active, observed time the check has been reporting zero new items.",

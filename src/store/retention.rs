@@ -36,7 +36,21 @@ pub trait RetentionStore {
     /// Deletes at most `limit` rows per table of history that ended before
     /// `before`.
     async fn prune_history(&self, before: UnixMs, limit: u32) -> Result<HistoryStep, StoreError>;
+    /// Deletes at most `limit` buckets of item history (SPEC §3.3) that no
+    /// judgement at `now` or later can read: older than their check's
+    /// `items_window`, or of a check without `items_below_usual`.
+    async fn prune_item_history(&self, now: UnixMs, limit: u32) -> Result<u64, StoreError>;
 }
+
+/// The delete of [`RetentionStore::prune_item_history`], the same SQL on
+/// both backends: `$1` is now in hours since 1970 (UTC), `$2` the most rows.
+/// A local hour is at most 14 hours off UTC; two days of slack keep every
+/// bucket a judgement may still read.
+pub(crate) const ITEM_HOURS_SQL: &str = "DELETE FROM item_hours WHERE (check_id, local_hour) IN \
+     (SELECT h.check_id, h.local_hour FROM item_hours h WHERE NOT EXISTS \
+     (SELECT 1 FROM checks c WHERE c.id = h.check_id AND c.items_below_usual_ppm IS NOT NULL \
+     AND h.local_hour >= $1 - COALESCE(c.items_window_ms, 2419200000) / 3600000 - 48) \
+     LIMIT $2{lock})";
 
 /// The history deletes, the same SQL on both backends. Each spares its
 /// table's newest row: SQLite numbers a new row after the highest id left, and

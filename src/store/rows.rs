@@ -8,10 +8,13 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::{CheckRef, CheckSource, EvalCheck, StoredStatus};
-use crate::domain::check::{Check, CheckSpec, Methods, Schedule, WindowInput};
+use crate::domain::check::{
+    Check, CheckSpec, Methods, Schedule, WindowInput, DEFAULT_ITEMS_WINDOW, WEEK,
+};
 use crate::domain::fold::{apply_pending, FoldCheck, Ping, PingRecord, RunRecord, StoredPing};
 use crate::domain::ping::{clamp_items, OpenRun, PingKind, Summary, Thresholds};
 use crate::domain::status::{Reason, Status};
+use crate::domain::usual::UsualRule;
 
 /// The columns of `ping_inbox`, as both backends read them.
 #[derive(sqlx::FromRow)]
@@ -146,6 +149,8 @@ pub(crate) struct CheckRow {
     zero_items_runs: Option<i64>,
     min_items: Option<i64>,
     min_items_runs: Option<i64>,
+    items_below_usual_ppm: Option<i64>,
+    items_window_ms: Option<i64>,
     min_runtime_ms: Option<i64>,
     failure_threshold: i64,
     recovery_threshold: i64,
@@ -178,6 +183,8 @@ pub(crate) struct SummaryRow {
     zero_streak_since: Option<i64>,
     zero_streak_runs: i64,
     low_streak_runs: i64,
+    below_streak_runs: i64,
+    usual_items: Option<f64>,
     consecutive_failures: i64,
     consecutive_successes: i64,
     last_duration_ms: Option<i64>,
@@ -189,14 +196,16 @@ pub(crate) struct SummaryRow {
 
 pub(crate) const CHECK_COLUMNS: &str = "c.id, c.uuid, c.slug, c.name, c.description, c.labels, \
     c.interval_ms, c.cron, c.tz, c.grace_ms, c.active_hours, c.zero_items_after_ms, \
-    c.zero_items_runs, c.min_items, c.min_items_runs, c.min_runtime_ms, c.failure_threshold, c.recovery_threshold, c.max_runtime_ms, \
+    c.zero_items_runs, c.min_items, c.min_items_runs, c.items_below_usual_ppm, c.items_window_ms, \
+    c.min_runtime_ms, c.failure_threshold, c.recovery_threshold, c.max_runtime_ms, \
     c.alert_on_overlap, c.max_instances, c.manual_resume, c.methods, c.depends_on, c.paused, \
     c.source, c.created_at, \
     (SELECT i.inhibited_by FROM incidents i WHERE i.check_id = c.id AND i.resolved_at IS NULL) \
     AS inhibited_by, \
     s.n_pings, s.last_ping_at, s.last_ping_kind, s.last_success_at, s.last_start_at, \
     s.last_failure_at, s.last_items, s.last_items_at, s.zero_streak_since, s.zero_streak_runs, \
-    s.low_streak_runs, s.consecutive_failures, s.consecutive_successes, s.last_duration_ms, s.open_runs, s.overlap_count, \
+    s.low_streak_runs, s.below_streak_runs, s.usual_items, s.consecutive_failures, \
+    s.consecutive_successes, s.last_duration_ms, s.open_runs, s.overlap_count, \
     s.failed_since, s.timed_out_at";
 
 fn ms(d: Duration) -> i64 {
@@ -223,6 +232,8 @@ impl SummaryRow {
             zero_streak_since: self.zero_streak_since,
             zero_streak_runs: self.zero_streak_runs,
             low_streak_runs: self.low_streak_runs,
+            below_streak_runs: self.below_streak_runs,
+            usual_items: self.usual_items,
             consecutive_failures: self.consecutive_failures,
             consecutive_successes: self.consecutive_successes,
             last_duration_ms: self.last_duration_ms,
@@ -275,6 +286,8 @@ impl CheckRow {
                 zero_items_runs: self.zero_items_runs.map(count),
                 min_items: self.min_items.and_then(|n| u64::try_from(n).ok()),
                 min_items_runs: self.min_items_runs.map(count),
+                items_below_usual_ppm: self.items_below_usual_ppm.map(count),
+                items_window: duration(self.items_window_ms),
                 min_runtime: duration(self.min_runtime_ms),
                 failure_threshold: count(self.failure_threshold),
                 recovery_threshold: count(self.recovery_threshold),
@@ -300,9 +313,11 @@ impl CheckRow {
 
 /// The columns the ping writer needs per check (flags, thresholds, summary).
 pub(crate) const WRITER_COLUMNS: &str = "c.id, c.paused, c.manual_resume, c.methods, \
-    c.failure_threshold, c.recovery_threshold, c.min_items, c.min_runtime_ms, s.n_pings, s.last_ping_at, s.last_ping_kind, \
+    c.failure_threshold, c.recovery_threshold, c.min_items, c.min_runtime_ms, \
+    c.items_below_usual_ppm, c.items_window_ms, c.tz, s.n_pings, s.last_ping_at, s.last_ping_kind, \
     s.last_success_at, s.last_start_at, s.last_failure_at, s.last_items, s.last_items_at, \
-    s.zero_streak_since, s.zero_streak_runs, s.low_streak_runs, s.consecutive_failures, \
+    s.zero_streak_since, s.zero_streak_runs, s.low_streak_runs, s.below_streak_runs, \
+    s.usual_items, s.consecutive_failures, \
     s.consecutive_successes, s.last_duration_ms, s.open_runs, s.overlap_count, s.failed_since, s.timed_out_at, \
     s.folded_through";
 
@@ -317,6 +332,9 @@ pub(crate) struct WriterRow {
     recovery_threshold: i64,
     min_items: Option<i64>,
     min_runtime_ms: Option<i64>,
+    items_below_usual_ppm: Option<i64>,
+    items_window_ms: Option<i64>,
+    tz: String,
     folded_through: i64,
     #[sqlx(flatten)]
     state: SummaryRow,
@@ -378,12 +396,28 @@ impl WriterRow {
                         recovery: count(self.recovery_threshold),
                         min_items: self.min_items.and_then(|n| u64::try_from(n).ok()),
                         min_runtime_ms: self.min_runtime_ms,
+                        below_usual: usual_rule(
+                            self.items_below_usual_ppm,
+                            self.items_window_ms,
+                            &self.tz,
+                        ),
                     },
+                    history: None,
                 },
                 folded_through: self.folded_through,
             },
         ))
     }
+}
+
+/// The usual-count rule of a check's columns (SPEC §3.3).
+fn usual_rule(ppm: Option<i64>, window_ms: Option<i64>, tz: &str) -> Option<UsualRule> {
+    let window = duration(window_ms).unwrap_or(DEFAULT_ITEMS_WINDOW);
+    Some(UsualRule {
+        fraction_ppm: u32::try_from(ppm?).ok()?,
+        weeks: u32::try_from(window.as_secs() / WEEK.as_secs()).unwrap_or(u32::MAX),
+        tz: tz.parse().ok()?,
+    })
 }
 
 /// The columns the evaluator loads: the check, its summary and stored status.
@@ -450,6 +484,8 @@ pub(crate) struct CheckValues {
     pub zero_items_runs: Option<i64>,
     pub min_items: Option<i64>,
     pub min_items_runs: Option<i64>,
+    pub items_below_usual_ppm: Option<i64>,
+    pub items_window_ms: Option<i64>,
     pub min_runtime_ms: Option<i64>,
     pub failure_threshold: i64,
     pub recovery_threshold: i64,
@@ -479,6 +515,8 @@ impl CheckValues {
             zero_items_runs: spec.zero_items_runs.map(i64::from),
             min_items: spec.min_items.map(clamp_items),
             min_items_runs: spec.min_items_runs.map(i64::from),
+            items_below_usual_ppm: spec.items_below_usual_ppm.map(i64::from),
+            items_window_ms: spec.items_window.map(ms),
             min_runtime_ms: spec.min_runtime.map(ms),
             failure_threshold: i64::from(spec.failure_threshold),
             recovery_threshold: i64::from(spec.recovery_threshold),
@@ -510,6 +548,8 @@ pub(crate) fn insert_check_sql() -> String {
         "zero_items_runs",
         "min_items",
         "min_items_runs",
+        "items_below_usual_ppm",
+        "items_window_ms",
         "min_runtime_ms",
         "failure_threshold",
         "recovery_threshold",
@@ -546,6 +586,8 @@ const UPDATE_COLUMNS: &[&str] = &[
     "zero_items_runs",
     "min_items",
     "min_items_runs",
+    "items_below_usual_ppm",
+    "items_window_ms",
     "min_runtime_ms",
     "failure_threshold",
     "recovery_threshold",
@@ -589,6 +631,8 @@ macro_rules! bind_update_values {
             .bind($v.zero_items_runs)
             .bind($v.min_items)
             .bind($v.min_items_runs)
+            .bind($v.items_below_usual_ppm)
+            .bind($v.items_window_ms)
             .bind($v.min_runtime_ms)
             .bind($v.failure_threshold)
             .bind($v.recovery_threshold)
@@ -622,6 +666,8 @@ macro_rules! bind_check_values {
             .bind($v.zero_items_runs)
             .bind($v.min_items)
             .bind($v.min_items_runs)
+            .bind($v.items_below_usual_ppm)
+            .bind($v.items_window_ms)
             .bind($v.min_runtime_ms)
             .bind($v.failure_threshold)
             .bind($v.recovery_threshold)

@@ -101,6 +101,16 @@ pub async fn prune_history(
         }
         tokio::time::sleep(PAUSE).await;
     }
+    let mut buckets = 0;
+    while !stop.is_cancelled() {
+        let n = store.prune_item_history(now_ms(), ROWS_PER_STEP).await?;
+        buckets += n;
+        if n < u64::from(ROWS_PER_STEP) {
+            break;
+        }
+        tokio::time::sleep(PAUSE).await;
+    }
+    total.push(("item_hours", buckets));
     Ok(total)
 }
 

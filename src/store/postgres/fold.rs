@@ -11,7 +11,8 @@ use super::PgStore;
 use crate::domain::fold::{plan_fold, FoldPlan, StoredPing, OVERLAP_EVENT};
 use crate::domain::ping::PingKind;
 use crate::store::{
-    Folded, InboxRow, StoreError, Touched, WriterCheck, WriterRow, INBOX_COLUMNS, WRITER_COLUMNS,
+    history, Folded, InboxRow, StoreError, Touched, WriterCheck, WriterRow, INBOX_COLUMNS,
+    WRITER_COLUMNS,
 };
 
 /// The checks this replica's folds wrote (flags, thresholds, summaries), so a
@@ -209,7 +210,24 @@ async fn fold_rows(
         Vec::new()
     };
     run_ids.reverse();
+    let pairs = history::needed(pings, locked);
+    if !pairs.is_empty() {
+        let rows: Vec<history::HourRow> = sqlx::query_as(&history::select_sql(&pairs))
+            .persistent(false)
+            .fetch_all(&mut **tx)
+            .await?;
+        history::attach(&pairs, rows, locked);
+    }
     let plan = plan_fold(pings, locked, &mut || run_ids.pop().unwrap_or(-1));
+    if !pairs.is_empty() {
+        let buckets = history::detach(locked, pings[0].id);
+        if !buckets.is_empty() {
+            sqlx::query(&history::upsert_sql(&buckets))
+                .persistent(false)
+                .execute(&mut **tx)
+                .await?;
+        }
+    }
 
     // The taken rows leave the inbox; the folded ones (not those of
     // deleted checks) enter the log with what the fold made of them.

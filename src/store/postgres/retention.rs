@@ -41,4 +41,15 @@ impl crate::store::retention::RetentionStore for PgStore {
             limit
         )
     }
+
+    async fn prune_item_history(&self, now: UnixMs, limit: u32) -> Result<u64, StoreError> {
+        let sql =
+            crate::store::retention::ITEM_HOURS_SQL.replace("{lock}", " FOR UPDATE SKIP LOCKED");
+        Ok(sqlx::query(&sql)
+            .bind(now.div_euclid(3_600_000))
+            .bind(i64::from(limit))
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
 }

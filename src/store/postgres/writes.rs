@@ -155,15 +155,16 @@ pub(super) async fn write_summaries(
          low_streak_runs = u.low_streak_runs, consecutive_failures = u.consecutive_failures, \
          consecutive_successes = u.consecutive_successes, last_duration_ms = u.last_duration_ms, \
          open_runs = u.open_runs, overlap_count = u.overlap_count, \
-         failed_since = u.failed_since, timed_out_at = u.timed_out_at \
+         failed_since = u.failed_since, timed_out_at = u.timed_out_at, \
+         below_streak_runs = u.below_streak_runs, usual_items = u.usual_items \
          FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], \
          $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], \
          $12::bigint[], $13::bigint[], $14::bigint[], $15::text[], $16::bigint[], \
-         $17::bigint[], $18::bigint[], $19::bigint[]) \
+         $17::bigint[], $18::bigint[], $19::bigint[], $20::bigint[], $21::float8[]) \
          AS u(check_id, n_pings, last_ping_at, last_ping_kind, last_success_at, last_start_at, \
          last_failure_at, last_items, last_items_at, zero_streak_since, zero_streak_runs, \
          consecutive_failures, consecutive_successes, last_duration_ms, open_runs, overlap_count, \
-         failed_since, timed_out_at, low_streak_runs) \
+         failed_since, timed_out_at, low_streak_runs, below_streak_runs, usual_items) \
          WHERE s.check_id = u.check_id",
     )
     .bind(&c.check_id)
@@ -185,6 +186,8 @@ pub(super) async fn write_summaries(
     .bind(&c.failed_since)
     .bind(&c.timed_out_at)
     .bind(&c.low_streak_runs)
+    .bind(&c.below_streak_runs)
+    .bind(&c.usual_items)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -211,6 +214,8 @@ struct SummaryColumns {
     failed_since: Vec<Option<i64>>,
     timed_out_at: Vec<Option<i64>>,
     low_streak_runs: Vec<i64>,
+    below_streak_runs: Vec<i64>,
+    usual_items: Vec<Option<f64>>,
 }
 
 impl SummaryColumns {
@@ -236,6 +241,8 @@ impl SummaryColumns {
         self.failed_since.push(s.failed_since);
         self.timed_out_at.push(s.timed_out_at);
         self.low_streak_runs.push(s.low_streak_runs);
+        self.below_streak_runs.push(s.below_streak_runs);
+        self.usual_items.push(s.usual_items);
         Ok(())
     }
 }

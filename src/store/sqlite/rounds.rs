@@ -70,7 +70,7 @@ pub(super) fn chunk_rows(rows: usize) -> usize {
 }
 
 /// The parameters of one summary row, as [`bind_summary`] binds them.
-pub(super) const SUMMARY_COLUMNS: usize = 20;
+pub(super) const SUMMARY_COLUMNS: usize = 22;
 
 /// A chunk's statement: `BEGIN IMMEDIATE`, its ping-index entries and its
 /// summaries as parameters (a row whose first value is NULL is padding and
@@ -97,7 +97,7 @@ pub(super) fn chunk_statement(shape: ChunkShape) -> String {
              last_success_at, last_start_at, last_failure_at, last_items, last_items_at, \
              zero_streak_since, zero_streak_runs, consecutive_failures, consecutive_successes, \
              last_duration_ms, open_runs, overlap_count, failed_since, timed_out_at, \
-             folded_through, low_streak_runs) SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL \
+             folded_through, low_streak_runs, below_streak_runs, usual_items) SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL \
              ON CONFLICT (check_id) DO UPDATE SET n_pings = excluded.n_pings, \
              last_ping_at = excluded.last_ping_at, last_ping_kind = excluded.last_ping_kind, \
              last_success_at = excluded.last_success_at, last_start_at = excluded.last_start_at, \
@@ -109,7 +109,8 @@ pub(super) fn chunk_statement(shape: ChunkShape) -> String {
              last_duration_ms = excluded.last_duration_ms, open_runs = excluded.open_runs, \
              overlap_count = excluded.overlap_count, failed_since = excluded.failed_since, \
              timed_out_at = excluded.timed_out_at, folded_through = excluded.folded_through, \
-             low_streak_runs = excluded.low_streak_runs;",
+             low_streak_runs = excluded.low_streak_runs, \
+             below_streak_runs = excluded.below_streak_runs, usual_items = excluded.usual_items;",
             vec![row; shape.summary_rows].join(",")
         );
     }
@@ -153,7 +154,9 @@ pub(super) fn bind_summary<'q>(
         .bind(s.failed_since)
         .bind(s.timed_out_at)
         .bind(c.folded_through)
-        .bind(s.low_streak_runs))
+        .bind(s.low_streak_runs)
+        .bind(s.below_streak_runs)
+        .bind(s.usual_items))
 }
 
 /// What a chunk writes besides its index entries and summaries, as SQL text

@@ -14,9 +14,11 @@ use super::rounds::{
 };
 use crate::domain::fold::{plan_fold, FoldPlan, StoredPing};
 use crate::domain::ping::{clamp_items, PingKind, RunChange, UnixMs};
+use crate::domain::usual::HourBucket;
 use crate::settings as config;
 use crate::store::{
-    Folded, InboxRow, StoreError, Touched, WriterCheck, WriterRow, INBOX_COLUMNS, WRITER_COLUMNS,
+    history, Folded, InboxRow, StoreError, Touched, WriterCheck, WriterRow, INBOX_COLUMNS,
+    WRITER_COLUMNS,
 };
 
 /// What the single ping writer owns: its connection and the summaries it keeps.
@@ -92,6 +94,8 @@ struct Absorbed<'a> {
     overlaps: Vec<(i64, UnixMs, String)>,
     states: HashMap<i64, Cached>,
     next_run_id: i64,
+    /// Item-history buckets the pings changed: written with them.
+    buckets: Vec<(i64, HourBucket)>,
 }
 
 /// What a folded ping is recorded as.
@@ -190,18 +194,26 @@ impl Writer {
             return Ok(());
         };
         let mut plan = self.absorb(batch, Written::No).await?;
-        if from_inbox {
+        if from_inbox || !plan.buckets.is_empty() {
+            // One transaction: the pings, the history buckets they changed
+            // and (from an older version's inbox) their removal.
             self.execute_batch("BEGIN IMMEDIATE").await?;
             if let Err(e) = self.insert_pings(&plan).await {
                 // Leave no transaction open on this connection.
                 let _ = sqlx::Executor::execute(&mut self.conn, sqlx::raw_sql("ROLLBACK")).await;
                 return Err(e);
             }
+            let mut rest = String::new();
+            if !plan.buckets.is_empty() {
+                rest.push_str(&history::upsert_sql(&plan.buckets));
+                rest.push_str(";\n");
+            }
+            if from_inbox {
+                rest.push_str(&format!("DELETE FROM ping_inbox WHERE id <= {last};\n"));
+            }
+            rest.push_str("COMMIT;");
             // On failure, execute_batch rolls back itself.
-            self.execute_batch(&format!(
-                "DELETE FROM ping_inbox WHERE id <= {last}; COMMIT;"
-            ))
-            .await?;
+            self.execute_batch(&rest).await?;
         } else {
             self.insert_pings(&plan).await?;
         }
@@ -248,12 +260,24 @@ impl Writer {
                 self.checks.get(&id).map(|c| (id, c.clone()))
             })
             .collect();
+        let pairs = history::needed(&fresh, &states);
+        if !pairs.is_empty() {
+            let rows: Vec<history::HourRow> = sqlx::query_as(&history::select_sql(&pairs))
+                .persistent(false)
+                .fetch_all(&mut self.conn)
+                .await?;
+            history::attach(&pairs, rows, &mut states);
+        }
         let mut next_run_id = self.next_run_id.unwrap_or(1);
         let plan = plan_fold(&fresh, &mut states, &mut || {
             let id = next_run_id;
             next_run_id += 1;
             id
         });
+        let buckets = match fresh.first() {
+            Some(first) if !pairs.is_empty() => history::detach(&mut states, first.id),
+            _ => Vec::new(),
+        };
         let folded: Vec<AbsorbedPing> = plan
             .pings
             .iter()
@@ -280,6 +304,7 @@ impl Writer {
             overlaps,
             states,
             next_run_id,
+            buckets,
         };
         if written == Written::Already {
             self.appended_through = self.appended_through.max(pings.last().map_or(0, |p| p.id));
