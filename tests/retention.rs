@@ -405,3 +405,57 @@ both_backends!(
         assert_eq!(seen, [12, 11, 10, 9, 8]);
     }
 );
+
+both_backends!(
+    item_history_is_kept_for_its_window_only,
+    |backend| async move {
+        let (db, store) = open(backend).await;
+        let spec = |json: &str| {
+            CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
+        };
+        let ruled = store
+            .create_check(
+                &spec(r#"{"slug":"a","items_below_usual":0.5,"items_window":"3w"}"#),
+                CheckSource::Api,
+                0,
+            )
+            .await
+            .unwrap();
+        let plain = create(&store).await;
+        let now: i64 = 1_000_000 * 3_600_000;
+        let now_hour = 1_000_000;
+        // Three weeks and two days of slack (the local hour may be up to 14
+        // hours off UTC) are kept; older buckets and any bucket of a check
+        // without the rule go.
+        let keep_from = now_hour - 3 * 168 - 48;
+        db.sql(&format!(
+            "INSERT INTO item_hours (check_id, local_hour, items_sum, successes, through) VALUES \
+             ({r}, {old}, 1, 1, 1), ({r}, {edge}, 1, 1, 2), ({r}, {recent}, 1, 1, 3), \
+             ({p}, {recent}, 1, 1, 4)",
+            r = ruled.id,
+            p = plain.id,
+            old = keep_from - 1,
+            edge = keep_from,
+            recent = now_hour - 1,
+        ))
+        .await;
+        assert_eq!(
+            store.prune_item_history(now, 1).await.unwrap(),
+            1,
+            "bounded"
+        );
+        assert_eq!(store.prune_item_history(now, 100).await.unwrap(), 1);
+        assert_eq!(store.prune_item_history(now, 100).await.unwrap(), 0);
+        let left = db
+            .count(&format!(
+                "SELECT COUNT(*) FROM item_hours WHERE check_id = {} AND local_hour >= {keep_from}",
+                ruled.id
+            ))
+            .await;
+        assert_eq!(left, 2);
+        assert_eq!(db.count("SELECT COUNT(*) FROM item_hours").await, 2);
+        // Deleting a check deletes its history.
+        store.delete_check(ruled.id).await.unwrap();
+        assert_eq!(db.count("SELECT COUNT(*) FROM item_hours").await, 0);
+    }
+);

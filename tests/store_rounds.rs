@@ -321,3 +321,73 @@ async fn a_round_writes_one_summary_per_check_and_one_index_entry_per_ping() {
         assert_eq!(written, *n);
     }
 }
+
+/// The item history of a check with `items_below_usual`: (local hour, sum,
+/// successes) of each bucket, oldest first.
+async fn item_hours(db: &TestDb, check_id: i64) -> Vec<(i64, i64, i64)> {
+    use sqlx::Connection;
+    let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    sqlx::query_as(
+        "SELECT local_hour, items_sum, successes FROM item_hours WHERE check_id = ? \
+         ORDER BY local_hour",
+    )
+    .bind(check_id)
+    .fetch_all(&mut c)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_restart_before_the_round_counts_no_success_twice_in_the_item_history() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let store = open(&db).await;
+    let check = store
+        .create_check(
+            &spec(r#"{"slug":"poller","items_below_usual":0.25,"min_items_runs":2}"#),
+            CheckSource::Api,
+            0,
+        )
+        .await
+        .unwrap();
+    let week = 7 * 86_400_000;
+    // Three weeks of 40 items at hour 0 of the week, then two lows.
+    let mut pings: Vec<Ping> = (0..3).map(|w| ping(check.id, w * week, 40)).collect();
+    pings.push(ping(check.id, 3 * week, 5));
+    pings.push(ping(check.id, 3 * week + 60_000, 6));
+    store.append_pings(&pings).await.unwrap();
+    // Folded and in the log, the buckets written with the pings; no round
+    // has written the summary yet.
+    store.fold(100_000).await.unwrap();
+    let before = item_hours(&db, check.id).await;
+    assert_eq!(
+        before,
+        [(0, 40, 1), (168, 40, 1), (336, 40, 1), (504, 11, 2)]
+    );
+    let read = store.check_by_uuid(check.uuid).await.unwrap();
+    assert_eq!(
+        (read.summary.below_streak_runs, read.summary.usual_items),
+        (2, Some(40.0)),
+        "readers judge the pending pings as the fold did"
+    );
+    // As after kill -9: the writer folds the log's tail again at start-up.
+    drop(store);
+    let store = open(&db).await;
+    common::fold_all(&store).await;
+    assert_eq!(
+        item_hours(&db, check.id).await,
+        before,
+        "nothing counted twice"
+    );
+    let read = store.check_by_uuid(check.uuid).await.unwrap();
+    assert_eq!(read.summary.below_streak_runs, 2);
+    assert_eq!(read.summary.usual_items, Some(40.0));
+    // A normal count breaks the streak; its bucket takes it once.
+    store
+        .append_pings(&[ping(check.id, 3 * week + 120_000, 30)])
+        .await
+        .unwrap();
+    common::fold_all(&store).await;
+    let read = store.check_by_uuid(check.uuid).await.unwrap();
+    assert_eq!(read.summary.below_streak_runs, 0);
+    assert_eq!(item_hours(&db, check.id).await[3], (504, 41, 3));
+}

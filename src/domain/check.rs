@@ -583,6 +583,11 @@ pub fn validate_label_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// An `items_window` as written: whole weeks, like `4w`.
+pub fn format_weeks(d: Duration) -> String {
+    format!("{}w", d.as_secs() / WEEK.as_secs())
+}
+
 /// Formats a duration the way the API and config spell them (`"5m"`, `"1day"` → `"1d"`).
 pub fn format_duration(d: Duration) -> String {
     // humantime prints "1day" and "1month 6days"; keep its output, which its own parser reads back.

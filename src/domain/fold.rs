@@ -192,11 +192,29 @@ pub fn apply_pending(check: &mut Check, pending: &[StoredPing]) -> Vec<PingRecor
     apply_pending_runs(check, pending).0
 }
 
+/// Like [`apply_pending`] with the item history the pings need
+/// (`items_below_usual`), so a success is judged as the fold will judge it.
+pub fn apply_pending_with(
+    check: &mut Check,
+    pending: &[StoredPing],
+    history: Option<Vec<HourBucket>>,
+) -> Vec<PingRecord> {
+    apply_pending_inner(check, pending, history).0
+}
+
 /// Like [`apply_pending`], also returning the run changes those pings make
 /// (runs they open get provisional negative ids).
 pub fn apply_pending_runs(
     check: &mut Check,
     pending: &[StoredPing],
+) -> (Vec<PingRecord>, Vec<RunChange>) {
+    apply_pending_inner(check, pending, None)
+}
+
+fn apply_pending_inner(
+    check: &mut Check,
+    pending: &[StoredPing],
+    history: Option<Vec<HourBucket>>,
 ) -> (Vec<PingRecord>, Vec<RunChange>) {
     let mut entry = FoldCheck {
         summary: std::mem::take(&mut check.summary),
@@ -204,7 +222,7 @@ pub fn apply_pending_runs(
         manual_resume: check.spec.manual_resume,
         methods: check.spec.methods,
         thresholds: check.spec.thresholds(),
-        history: None,
+        history,
     };
     // Runs opened here get provisional ids; the fold assigns the real ones.
     let mut provisional = 0;

@@ -21,7 +21,9 @@ use super::auth::{ReadAccess, WriteAccess};
 use super::error::{AppError, ErrorBody};
 use super::AppState;
 use crate::domain::check::Check;
-use crate::domain::check::{format_duration, CheckInput, CheckSpec, FieldError, WindowInput};
+use crate::domain::check::{
+    format_duration, format_weeks, CheckInput, CheckSpec, FieldError, WindowInput,
+};
 use crate::domain::evaluate::{evaluate, Rules, RulesCache, Span};
 use crate::domain::ping::UnixMs;
 use crate::domain::status::{Reason, Status};
@@ -202,7 +204,7 @@ impl CheckView {
         let items_below_usual = spec.items_below_usual();
         let items_window = spec
             .items_below_usual_ppm
-            .map(|_| format_duration(spec.effective_items_window()));
+            .map(|_| format_weeks(spec.effective_items_window()));
         CheckView {
             uuid: check.uuid,
             ping_url: format!("{base_url}/ping/{}", check.uuid),
@@ -289,7 +291,7 @@ pub fn input_json(spec: &CheckSpec) -> Map<String, Value> {
     // Left out at its default, like min_items_runs.
     put(
         "items_window",
-        serde_json::json!(spec.items_window.map(format_duration)),
+        serde_json::json!(spec.items_window.map(format_weeks)),
     );
     put(
         "min_runtime",

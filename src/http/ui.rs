@@ -28,6 +28,9 @@ use super::badge::{label_badge_key, BadgeState};
 use super::error::AppError;
 use super::v3::unique_key;
 use super::AppState;
+mod spark; // the item sparkline and the usual band
+
+use self::spark::{band_context, count_text, spark, spark_up_to, usual_band};
 use crate::clock;
 use crate::config::Scope;
 use crate::domain::check::Check;
@@ -281,49 +284,6 @@ struct Row {
     /// Polyline points of the last item counts, oldest first.
     spark: Option<String>,
     last_items: Option<i64>,
-}
-
-fn spark(items: &[i64]) -> Option<String> {
-    spark_up_to(items, 0.0)
-}
-
-/// The sparkline, scaled to show `ceiling` too (the usual count).
-fn spark_up_to(items: &[i64], ceiling: f64) -> Option<String> {
-    if items.len() < 2 {
-        return None;
-    }
-    let max = spark_max(items, ceiling);
-    let step = 100.0 / (items.len() - 1) as f64;
-    Some(
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                format!(
-                    "{:.1},{:.1}",
-                    i as f64 * step,
-                    22.0 - 20.0 * *v as f64 / max
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-    )
-}
-
-fn spark_max(items: &[i64], ceiling: f64) -> f64 {
-    (items.iter().copied().max().unwrap_or(0).max(1) as f64).max(ceiling)
-}
-
-/// The usual band on the check's sparkline (`items_below_usual`): from the
-/// usual count down to the fraction of it below which a count is low, as
-/// `y` and `height` in the sparkline's scale.
-fn usual_band(items: &[i64], usual: Option<f64>, fraction: Option<f64>) -> Option<(f64, f64)> {
-    let (usual, fraction) = (usual?, fraction?);
-    if items.len() < 2 {
-        return None;
-    }
-    let y = |v: f64| 22.0 - 20.0 * v / spark_max(items, usual);
-    Some((y(usual), y(fraction * usual) - y(usual)))
 }
 
 /// The item counts of a check's last pings that carried one, oldest first.
@@ -699,7 +659,8 @@ async fn check_page(
             warnings => explanation.warnings,
             windows,
             spark => spark_up_to(&items, v.usual_items.unwrap_or(0.0)),
-            band => band.map(|(y, h)| context! { y => format!("{y:.1}"), height => format!("{h:.1}") }),
+            band => band.map(|(y, h)| band_context(y, h, &v)),
+            usual => v.usual_items.map(count_text),
             pings,
             locks,
             runs,
@@ -927,21 +888,5 @@ mod tests {
             reason_words("low_items"),
             "successes reported fewer items than min_items"
         );
-    }
-
-    #[test]
-    fn the_usual_band_shares_the_sparklines_scale() {
-        // Usual 40 above every count: the scale goes up to it.
-        assert_eq!(spark_up_to(&[0, 20], 40.0).unwrap(), "0.0,22.0 100.0,12.0");
-        let (y, h) = usual_band(&[0, 20], Some(40.0), Some(0.25)).unwrap();
-        assert_eq!((y, h), (2.0, 15.0), "from 40 down to 10");
-        assert_eq!(usual_band(&[0, 20], None, Some(0.25)), None);
-        assert_eq!(usual_band(&[5], Some(40.0), Some(0.25)), None);
-    }
-
-    #[test]
-    fn sparkline_needs_two_points() {
-        assert_eq!(spark(&[3]), None);
-        assert_eq!(spark(&[0, 4]).unwrap(), "0.0,22.0 100.0,2.0");
     }
 }

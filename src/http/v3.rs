@@ -30,7 +30,9 @@ use super::AppState;
 use crate::clock;
 use crate::config::Scope;
 use crate::domain::check::Check;
-use crate::domain::check::{format_duration, CheckInput, CheckSpec, FieldError, Schedule};
+use crate::domain::check::{
+    format_duration, format_weeks, CheckInput, CheckSpec, FieldError, Schedule,
+};
 use crate::domain::fold::PingRecord;
 use crate::domain::ping::PingKind;
 use crate::domain::status::Status;
@@ -272,7 +274,7 @@ fn check_json(state: &AppState, check: Check, readonly: bool) -> Value {
     m.insert("items_below_usual".into(), json!(spec.items_below_usual()));
     let items_window = spec
         .items_below_usual_ppm
-        .map(|_| format_duration(spec.effective_items_window()));
+        .map(|_| format_weeks(spec.effective_items_window()));
     m.insert("items_window".into(), json!(items_window));
     m.insert(
         "usual_items".into(),

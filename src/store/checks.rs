@@ -176,8 +176,10 @@ macro_rules! impl_check_store {
                     .await?;
                 let mut check = row.into_check()?;
                 let pending = Self::pending_on(&mut tx, Some(check.id)).await?;
+                let mut history = Self::history_on(&mut tx, &pending).await?;
                 tx.commit().await?;
-                $crate::domain::fold::apply_pending(&mut check, &pending);
+                let h = history.remove(&check.id);
+                $crate::domain::fold::apply_pending_with(&mut check, &pending, h);
                 Ok(check)
             }
 
@@ -190,13 +192,16 @@ macro_rules! impl_check_store {
                 let mut tx = self.read_snapshot().await?;
                 let rows: Vec<$crate::store::CheckRow> =
                     sqlx::query_as(&sql).fetch_all(&mut *tx).await?;
-                let mut pending = by_check(Self::pending_on(&mut tx, None).await?);
+                let pending = Self::pending_on(&mut tx, None).await?;
+                let mut history = Self::history_on(&mut tx, &pending).await?;
+                let mut pending = by_check(pending);
                 tx.commit().await?;
                 rows.into_iter()
                     .map(|r| {
                         let mut check = r.into_check()?;
                         let mine = pending.remove(&check.id).unwrap_or_default();
-                        $crate::domain::fold::apply_pending(&mut check, &mine);
+                        let h = history.remove(&check.id);
+                        $crate::domain::fold::apply_pending_with(&mut check, &mine, h);
                         Ok(check)
                     })
                     .collect()
@@ -434,12 +439,14 @@ macro_rules! impl_check_store {
                 let rows = Self::eval_rows(&mut *tx, after, limit).await?;
                 let through = rows.last().map_or(after, |r| r.id());
                 let pending = Self::pending_between(&mut tx, after, through).await?;
+                let mut history = Self::history_on(&mut tx, &pending).await?;
                 tx.commit().await?;
                 let mut pending = $crate::store::checks::by_check(pending);
                 rows.into_iter()
                     .map(|r| {
                         let mine = pending.remove(&r.id()).unwrap_or_default();
-                        r.into_eval_with(&mine).map_err($crate::store::StoreError::Other)
+                        let h = history.remove(&r.id());
+                        r.into_eval_with(&mine, h).map_err($crate::store::StoreError::Other)
                     })
                     .collect()
             }
@@ -455,8 +462,37 @@ macro_rules! impl_check_store {
                 let mut tx = self.read_snapshot().await?;
                 let row = Self::eval_row(&mut *tx, id).await?;
                 let pending = Self::pending_on(&mut tx, Some(id)).await?;
+                let mut history = Self::history_on(&mut tx, &pending).await?;
                 tx.commit().await?;
-                Ok(row.map(|r| r.into_eval_with(&pending)).transpose()?)
+                Ok(row
+                    .map(|r| r.into_eval_with(&pending, history.remove(&id)))
+                    .transpose()?)
+            }
+
+            /// The item history the `pending` pings need to be applied as
+            /// the fold will apply them (`items_below_usual`), by check.
+            pub(crate) async fn history_on(
+                conn: &mut <<Self as $crate::store::dialect::Dialect>::Db as sqlx::Database>::Connection,
+                pending: &[$crate::domain::fold::StoredPing],
+            ) -> Result<
+                std::collections::HashMap<i64, Vec<$crate::domain::usual::HourBucket>>,
+                $crate::store::StoreError,
+            > {
+                use $crate::store::history;
+                let Some(sql) = history::rules_sql(pending) else {
+                    return Ok(Default::default());
+                };
+                let rules: Vec<history::RuleRow> =
+                    sqlx::query_as(&sql).persistent(false).fetch_all(&mut *conn).await?;
+                let pairs = history::needed_by_rules(pending, rules);
+                if pairs.is_empty() {
+                    return Ok(Default::default());
+                }
+                let rows: Vec<history::HourRow> = sqlx::query_as(&history::select_sql(&pairs))
+                    .persistent(false)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                Ok(history::by_check(&pairs, rows))
             }
 
             /// The stored pings `sql` selects (in the columns of

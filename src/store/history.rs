@@ -47,6 +47,84 @@ pub(crate) fn needed<C: BorrowMut<FoldCheck>>(
     out
 }
 
+/// A check's rule as readers read it: `items_below_usual` and its window.
+#[derive(sqlx::FromRow)]
+pub(crate) struct RuleRow {
+    id: i64,
+    items_below_usual_ppm: Option<i64>,
+    items_window_ms: Option<i64>,
+    tz: String,
+}
+
+/// The checks whose pending pings may need history (a success reporting
+/// items), or `None` when none does.
+pub(crate) fn rules_sql(pending: &[StoredPing]) -> Option<String> {
+    let ids: BTreeSet<i64> = pending
+        .iter()
+        .filter(|p| p.ping.kind == PingKind::Success && p.ping.items.is_some())
+        .map(|p| p.ping.check_id)
+        .collect();
+    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+    (!list.is_empty()).then(|| {
+        format!(
+            "SELECT id, items_below_usual_ppm, items_window_ms, tz FROM checks \
+             WHERE items_below_usual_ppm IS NOT NULL AND id IN ({})",
+            list.join(",")
+        )
+    })
+}
+
+/// The pairs [`needed`] names, for readers that know the rules from
+/// [`rules_sql`] rather than from a writer's checks.
+pub(crate) fn needed_by_rules(pending: &[StoredPing], rules: Vec<RuleRow>) -> BTreeSet<(i64, i64)> {
+    let checks: HashMap<i64, FoldCheck> = rules
+        .into_iter()
+        .map(|r| {
+            let rule = super::rows::usual_rule(r.items_below_usual_ppm, r.items_window_ms, &r.tz);
+            let fold = FoldCheck {
+                summary: Default::default(),
+                paused: false,
+                manual_resume: false,
+                methods: Default::default(),
+                thresholds: crate::domain::ping::Thresholds {
+                    below_usual: rule,
+                    ..Default::default()
+                },
+                history: None,
+            };
+            (r.id, fold)
+        })
+        .collect();
+    needed(pending, &checks)
+}
+
+/// The rows read, by check: what readers apply pending pings with (every
+/// check in `pairs` gets a history, maybe empty).
+pub(crate) fn by_check(
+    pairs: &BTreeSet<(i64, i64)>,
+    rows: Vec<HourRow>,
+) -> HashMap<i64, Vec<HourBucket>> {
+    let mut out: HashMap<i64, Vec<HourBucket>> =
+        pairs.iter().map(|(c, _)| (*c, Vec::new())).collect();
+    for r in rows {
+        if let Some(h) = out.get_mut(&r.check_id) {
+            h.push(r.bucket());
+        }
+    }
+    out
+}
+
+impl HourRow {
+    fn bucket(&self) -> HourBucket {
+        HourBucket {
+            local_hour: self.local_hour,
+            sum: u64::try_from(self.items_sum).unwrap_or(0),
+            count: u32::try_from(self.successes).unwrap_or(u32::MAX),
+            through: self.through,
+        }
+    }
+}
+
 /// The query reading the buckets of `pairs` (not empty), for both backends:
 /// integers only, written as literals.
 pub(crate) fn select_sql(pairs: &BTreeSet<(i64, i64)>) -> String {
@@ -80,12 +158,7 @@ pub(crate) fn attach<C: BorrowMut<FoldCheck>>(
             .get_mut(&r.check_id)
             .and_then(|c| c.borrow_mut().history.as_mut())
         {
-            h.push(HourBucket {
-                local_hour: r.local_hour,
-                sum: u64::try_from(r.items_sum).unwrap_or(0),
-                count: u32::try_from(r.successes).unwrap_or(u32::MAX),
-                through: r.through,
-            });
+            h.push(r.bucket());
         }
     }
 }

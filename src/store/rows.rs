@@ -11,10 +11,10 @@ use super::{CheckRef, CheckSource, EvalCheck, StoredStatus};
 use crate::domain::check::{
     Check, CheckSpec, Methods, Schedule, WindowInput, DEFAULT_ITEMS_WINDOW, WEEK,
 };
-use crate::domain::fold::{apply_pending, FoldCheck, Ping, PingRecord, RunRecord, StoredPing};
+use crate::domain::fold::{apply_pending_with, FoldCheck, Ping, PingRecord, RunRecord, StoredPing};
 use crate::domain::ping::{clamp_items, OpenRun, PingKind, Summary, Thresholds};
 use crate::domain::status::{Reason, Status};
-use crate::domain::usual::UsualRule;
+use crate::domain::usual::{HourBucket, UsualRule};
 
 /// The columns of `ping_inbox`, as both backends read them.
 #[derive(sqlx::FromRow)]
@@ -411,7 +411,7 @@ impl WriterRow {
 }
 
 /// The usual-count rule of a check's columns (SPEC §3.3).
-fn usual_rule(ppm: Option<i64>, window_ms: Option<i64>, tz: &str) -> Option<UsualRule> {
+pub(crate) fn usual_rule(ppm: Option<i64>, window_ms: Option<i64>, tz: &str) -> Option<UsualRule> {
     let window = duration(window_ms).unwrap_or(DEFAULT_ITEMS_WINDOW);
     Some(UsualRule {
         fraction_ppm: u32::try_from(ppm?).ok()?,
@@ -442,7 +442,11 @@ impl EvalRow {
     }
 
     /// The check with its pings still in the inbox applied (read-your-writes).
-    pub(crate) fn into_eval_with(self, pending: &[StoredPing]) -> anyhow::Result<EvalCheck> {
+    pub(crate) fn into_eval_with(
+        self,
+        pending: &[StoredPing],
+        history: Option<Vec<HourBucket>>,
+    ) -> anyhow::Result<EvalCheck> {
         let stored = match (
             self.stored_status.as_deref().and_then(Status::parse),
             self.stored_since,
@@ -456,7 +460,7 @@ impl EvalRow {
             _ => None,
         };
         let mut check = self.check.into_check()?;
-        apply_pending(&mut check, pending);
+        apply_pending_with(&mut check, pending, history);
         Ok(EvalCheck {
             id: check.id,
             spec: check.spec,

@@ -8,7 +8,7 @@ use sqlx::sqlite::SqliteConnection;
 
 use super::SqliteStore;
 use crate::domain::check::Check;
-use crate::domain::fold::{apply_pending, StoredPing};
+use crate::domain::fold::{apply_pending_with, StoredPing};
 use crate::store::dialect::{Change, CheckChange, Dialect};
 use crate::store::{CheckValues, StoreError, INBOX_COLUMNS};
 
@@ -48,8 +48,9 @@ impl Dialect for SqliteStore {
         let mut tx = self.read_snapshot().await?;
         let mut check = Self::folded_check_on(&mut *tx, id).await?;
         let pending = Self::pending_on(&mut tx, Some(id)).await?;
+        let mut history = Self::history_on(&mut tx, &pending).await?;
         tx.commit().await?;
-        apply_pending(&mut check, &pending);
+        apply_pending_with(&mut check, &pending, history.remove(&id));
         Ok(check)
     }
 
@@ -102,8 +103,9 @@ impl Dialect for SqliteStore {
             let mut tx = pool.begin().await?;
             let mut check = Self::folded_check_on(&mut *tx, check_id).await?;
             let pending = Self::pending_on(&mut tx, Some(check_id)).await?;
+            let mut history = Self::history_on(&mut tx, &pending).await?;
             tx.commit().await?;
-            apply_pending(&mut check, &pending);
+            apply_pending_with(&mut check, &pending, history.remove(&check_id));
             Ok(check)
         });
         task.await
