@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use common::sinks::WebhookSink;
-use common::{fold_all, Backend, TestDb, TestServer, HANG_GUARD};
+use common::{fold_all, TestDb, TestServer, HANG_GUARD};
 use overdue::config::Config;
 use overdue::domain::check::{CheckInput, CheckSpec};
 use overdue::domain::fold::Ping;
