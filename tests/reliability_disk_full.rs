@@ -304,6 +304,7 @@ async fn a_full_disk_answers_503_keeps_every_acknowledged_ping_and_recovers() {
     let mut recovered_after = None;
     let mut recovered_at = 0.0;
     let mut ready_after = None;
+    let mut probes_refused = 0usize;
     while recovered_after.is_none() || ready_after.is_none() {
         assert!(
             freed.elapsed() < RECOVERY,
@@ -322,6 +323,7 @@ async fn a_full_disk_answers_503_keeps_every_acknowledged_ping_and_recovers() {
                 recovered_at = unix_now();
             } else {
                 assert_eq!(r.status(), 503);
+                probes_refused += 1;
             }
         }
         if ready_after.is_none() {
@@ -397,6 +399,25 @@ async fn a_full_disk_answers_503_keeps_every_acknowledged_ping_and_recovers() {
         "no ping was refused: the disk never filled?"
     );
     assert!(!acked.is_empty());
+
+    // Every refusal was counted as one for a full disk.
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let counted = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("overdue_ping_rejected_total{reason=\"disk_full\"} "))
+        .unwrap_or_else(|| panic!("no disk_full counter in /metrics:\n{metrics}"));
+    assert_eq!(
+        counted.trim().parse::<usize>().unwrap(),
+        refused.len() + probes_refused,
+        "overdue_ping_rejected_total{{reason=\"disk_full\"}}"
+    );
 
     // Through the API: every acknowledged ping is in its check's log, and
     // none that was refused.

@@ -211,3 +211,46 @@ pub struct FieldErrorDoc {
     field: String,
     message: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Connection as _;
+
+    async fn answer(e: StoreError) -> (StatusCode, Value) {
+        let response = AppError::from(e).into_response();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_full_disk_is_a_503_that_says_so_and_other_failures_stay_unavailable() {
+        let mut c = sqlx::SqliteConnection::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        sqlx::raw_sql("CREATE TABLE t (b BLOB); PRAGMA max_page_count = 3;")
+            .execute(&mut c)
+            .await
+            .unwrap();
+        let full = sqlx::query("INSERT INTO t VALUES (zeroblob(100000))")
+            .execute(&mut c)
+            .await
+            .unwrap_err();
+        let (status, body) = answer(StoreError::from(full)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["error"]["code"], "disk_full", "{body}");
+        assert_eq!(body["error"]["message"], DISK_FULL, "{body}");
+
+        let other = sqlx::query("SELECT * FROM nowhere")
+            .execute(&mut c)
+            .await
+            .unwrap_err();
+        let (status, body) = answer(StoreError::from(other)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["error"]["code"], "unavailable", "{body}");
+        assert_eq!(body["error"]["message"], "the database is unavailable");
+    }
+}
