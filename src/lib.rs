@@ -26,6 +26,7 @@ pub mod domain; // pure logic, no I/O: checks, what a ping means, schedules, win
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http; // the HTTP surface: pings, /api/v1, /api/v3, dashboard, badges, metrics
+pub mod log_throttle; // repeated log lines: the first, then one per interval with a count (pure rule, `now` passed in)
 pub mod metrics; // service metrics, and the per-check series rendered at scrape time
 pub mod notify; // alerts in: routing, grouping, the outbox, delivery, receivers
 pub mod settings; // the values settings share: secrets, secret files, durations (a leaf)

@@ -84,13 +84,29 @@ impl Modify for Security {
 /// The server's status.
 #[derive(Serialize, ToSchema)]
 pub struct StatusView {
-    /// `ok`.
+    /// `ok`, or `degraded` while `problems` lists something.
     status: &'static str,
     version: &'static str,
     /// How many checks are in each status (`new, up, late, down, stalled, paused`).
     checks: BTreeMap<String, usize>,
     /// How many checks are running (have an open run).
     running: usize,
+    /// What keeps the server from working as it should; empty when nothing does.
+    problems: Vec<ProblemView>,
+}
+
+/// Something that keeps the server from working as it should.
+#[derive(Serialize, ToSchema)]
+pub struct ProblemView {
+    /// What it is: `disk_full` (the database's disk is full: pings are
+    /// answered `503` and not stored).
+    code: &'static str,
+    /// What it means, in words.
+    message: String,
+    /// When it began (RFC 3339).
+    since: String,
+    /// When it was last seen (RFC 3339).
+    last_seen: String,
 }
 
 #[utoipa::path(get, path = "/status", tag = "server",
@@ -117,11 +133,31 @@ async fn status(
         *counts.entry(v.status.as_str().to_string()).or_default() += 1;
         running += usize::from(v.running);
     }
+    let problems: Vec<ProblemView> = state
+        .ingest
+        .disk_full(crate::clock::now_ms())
+        .map(|spell| ProblemView {
+            code: "disk_full",
+            message: format!(
+                "the database's disk is full: pings are answered 503 and not stored \
+                 until space is freed ({} refused so far)",
+                spell.refused
+            ),
+            since: super::api::rfc3339(spell.since),
+            last_seen: super::api::rfc3339(spell.last),
+        })
+        .into_iter()
+        .collect();
     Ok(Json(StatusView {
-        status: "ok",
+        status: if problems.is_empty() {
+            "ok"
+        } else {
+            "degraded"
+        },
         version: env!("CARGO_PKG_VERSION"),
         checks: counts,
         running,
+        problems,
     }))
 }
 

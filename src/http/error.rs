@@ -7,7 +7,23 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::domain::check::FieldError;
+use crate::log_throttle::Throttled;
 use crate::store::StoreError;
+
+/// What a write refused for a full disk answers.
+pub const DISK_FULL: &str =
+    "the database's disk is full: nothing was changed; try again once space is freed";
+
+/// Database errors answered `503`: logged once per interval while they
+/// repeat (one per request would flood the log during an outage).
+static DATABASE_ERROR: Throttled = Throttled::every_10s();
+
+/// Logs a database error behind an API answer, throttled.
+pub fn log_database_error(e: &anyhow::Error) {
+    if let Some(suppressed) = DATABASE_ERROR.hit() {
+        tracing::error!(error = %format!("{e:#}"), suppressed, "database error (while this repeats it is logged every 10s, suppressed counting the rest)");
+    }
+}
 
 /// An error answered by the `/api/v1` routes.
 #[derive(Debug, thiserror::Error)]
@@ -26,14 +42,18 @@ pub enum AppError {
     Forbidden(String),
     #[error("the database is unavailable")]
     Unavailable(#[source] anyhow::Error),
+    #[error("{DISK_FULL}")]
+    DiskFull(#[source] anyhow::Error),
 }
 
 impl From<StoreError> for AppError {
     fn from(e: StoreError) -> Self {
+        let full = e.is_disk_full();
         match e {
             StoreError::NotFound => AppError::NotFound("not found".to_string()),
             StoreError::Conflict(m) => AppError::Conflict(m),
             StoreError::NotLeader => AppError::Unavailable(anyhow::anyhow!("not the leader")),
+            StoreError::Other(e) if full => AppError::DiskFull(e),
             StoreError::Other(e) => AppError::Unavailable(e),
         }
     }
@@ -49,6 +69,7 @@ impl IntoResponse for AppError {
             AppError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             AppError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             AppError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            AppError::DiskFull(_) => (StatusCode::SERVICE_UNAVAILABLE, "disk_full"),
         };
         let body = match &self {
             AppError::Invalid(fields) => json!({ "error": {
@@ -56,8 +77,8 @@ impl IntoResponse for AppError {
                 "message": fields.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
                 "fields": fields.iter().map(|f| json!({"field": f.field, "message": f.message})).collect::<Vec<_>>(),
             }}),
-            AppError::Unavailable(e) => {
-                tracing::error!(error = %format!("{e:#}"), "database error");
+            AppError::Unavailable(e) | AppError::DiskFull(e) => {
+                log_database_error(e);
                 json!({ "error": { "code": code, "message": self.to_string() } })
             }
             other => json!({ "error": { "code": code, "message": other.to_string() } }),
@@ -189,4 +210,47 @@ pub struct ErrorDetail {
 pub struct FieldErrorDoc {
     field: String,
     message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Connection as _;
+
+    async fn answer(e: StoreError) -> (StatusCode, Value) {
+        let response = AppError::from(e).into_response();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_full_disk_is_a_503_that_says_so_and_other_failures_stay_unavailable() {
+        let mut c = sqlx::SqliteConnection::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        sqlx::raw_sql("CREATE TABLE t (b BLOB); PRAGMA max_page_count = 3;")
+            .execute(&mut c)
+            .await
+            .unwrap();
+        let full = sqlx::query("INSERT INTO t VALUES (zeroblob(100000))")
+            .execute(&mut c)
+            .await
+            .unwrap_err();
+        let (status, body) = answer(StoreError::from(full)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["error"]["code"], "disk_full", "{body}");
+        assert_eq!(body["error"]["message"], DISK_FULL, "{body}");
+
+        let other = sqlx::query("SELECT * FROM nowhere")
+            .execute(&mut c)
+            .await
+            .unwrap_err();
+        let (status, body) = answer(StoreError::from(other)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["error"]["code"], "unavailable", "{body}");
+        assert_eq!(body["error"]["message"], "the database is unavailable");
+    }
 }

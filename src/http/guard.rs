@@ -11,8 +11,13 @@ use super::AppState;
 use crate::clock;
 use crate::domain::evaluate::{instant, Rules};
 use crate::domain::guard::{default_lock_ttl, due, parse_lock_ttl, MAX_HOLDER};
+use crate::log_throttle::Throttled;
 use crate::store::locks::{Acquired, LockAsk, Seat};
 use crate::store::StoreError;
+
+/// Guard requests the database could not answer: logged once per interval
+/// while they repeat.
+static FAILED: Throttled = Throttled::every_10s();
 
 /// The longest request key (`nonce`) kept.
 const MAX_NONCE: usize = 100;
@@ -134,7 +139,9 @@ pub async fn answer(
         Ok(r) => r,
         Err(StoreError::NotFound) => reply(StatusCode::NOT_FOUND, json!({"error": "not found"})),
         Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "job guard request failed");
+            if let Some(suppressed) = FAILED.hit() {
+                tracing::error!(error = %format!("{e:#}"), suppressed, "job guard request failed (while this repeats it is logged every 10s, suppressed counting the rest)");
+            }
             reply(
                 StatusCode::SERVICE_UNAVAILABLE,
                 json!({"error": "the database could not answer, try again"}),

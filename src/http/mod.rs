@@ -122,8 +122,16 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Readiness: the database answers.
+/// What `/readyz` answers while pings are refused for a full disk.
+pub const READYZ_DISK_FULL: &str =
+    "database disk full: pings are refused (503) until space is freed";
+
+/// Readiness: the database answers, and its disk had room for the last
+/// pings (see [`crate::workers::disk_full`]).
 async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    if state.ingest.disk_full(crate::clock::now_ms()).is_some() {
+        return (StatusCode::SERVICE_UNAVAILABLE, READYZ_DISK_FULL);
+    }
     match state.store.health().await {
         Ok(()) => (StatusCode::OK, "ready"),
         Err(e) => {

@@ -26,9 +26,16 @@ use crate::domain::check::CheckSpec;
 use crate::domain::fold::Ping;
 use crate::domain::guard::MAX_REASON;
 use crate::domain::ping::PingKind;
+use crate::log_throttle::Throttled;
 use crate::metrics::{Metrics, Rejected};
 use crate::store::{CheckSource, StoreError};
 use crate::workers::ingest::IngestError;
+
+// Failures answered `503` on the ping path, one line per request while the
+// database fails: each is logged once per interval while it repeats.
+static LOOKUP_FAILED: Throttled = Throttled::every_10s();
+static SNOOZE_FAILED: Throttled = Throttled::every_10s();
+static CREATE_FAILED: Throttled = Throttled::every_10s();
 
 /// What the URL asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,7 +163,9 @@ async fn answer(
             _ => return reject(&state.metrics, Rejection::NotFound, limit),
         },
         Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "cannot look up a check");
+            if let Some(suppressed) = LOOKUP_FAILED.hit() {
+                tracing::error!(error = %format!("{e:#}"), suppressed, "cannot look up a check (while this repeats it is logged every 10s, suppressed counting the rest)");
+            }
             return unavailable(&state.metrics, limit);
         }
     };
@@ -213,6 +222,14 @@ async fn answer(
         Ok(_) if created => respond(StatusCode::CREATED, "Created", limit),
         Ok(_) => respond(StatusCode::OK, "OK", limit),
         Err(IngestError::Unavailable) => unavailable(&state.metrics, limit),
+        Err(IngestError::DiskFull) => {
+            state.metrics.ping_rejected(Rejected::DiskFull);
+            respond(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the ping could not be stored: the database's disk is full, try again later",
+                limit,
+            )
+        }
     }
 }
 
@@ -256,7 +273,9 @@ async fn snooze(
         Ok(r) => r,
         Err(StoreError::NotFound) => reject(&state.metrics, Rejection::NotFound, limit),
         Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "cannot store a snooze");
+            if let Some(suppressed) = SNOOZE_FAILED.hit() {
+                tracing::error!(error = %format!("{e:#}"), suppressed, "cannot store a snooze (while this repeats it is logged every 10s, suppressed counting the rest)");
+            }
             state.metrics.ping_rejected(Rejected::Unavailable);
             respond(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -286,7 +305,9 @@ async fn lookup(state: &AppState, target: Target<'_>, create: bool) -> Result<i6
             _ => return Err(reject(&state.metrics, Rejection::NotFound, limit)),
         },
         Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "cannot look up a check");
+            if let Some(suppressed) = LOOKUP_FAILED.hit() {
+                tracing::error!(error = %format!("{e:#}"), suppressed, "cannot look up a check (while this repeats it is logged every 10s, suppressed counting the rest)");
+            }
             return Err(unavailable(&state.metrics, limit));
         }
     };
@@ -314,7 +335,9 @@ async fn create(state: &AppState, slug: &str) -> Result<(i64, bool), StoreError>
             None => Err(StoreError::NotFound),
         },
         Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "cannot create a check from a ping");
+            if let Some(suppressed) = CREATE_FAILED.hit() {
+                tracing::error!(error = %format!("{e:#}"), suppressed, "cannot create a check from a ping (while this repeats it is logged every 10s, suppressed counting the rest)");
+            }
             Err(e)
         }
     }

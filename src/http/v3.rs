@@ -107,11 +107,15 @@ impl From<AppError> for V3Error {
             AppError::Unauthorized(_) => V3Error::new(StatusCode::UNAUTHORIZED, "wrong api key"),
             AppError::Forbidden(m) => V3Error::new(StatusCode::FORBIDDEN, m),
             AppError::Unavailable(e) => {
-                tracing::error!(error = %format!("{e:#}"), "database error");
+                super::error::log_database_error(&e);
                 V3Error::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "the database is unavailable",
                 )
+            }
+            AppError::DiskFull(e) => {
+                super::error::log_database_error(&e);
+                V3Error::new(StatusCode::SERVICE_UNAVAILABLE, super::error::DISK_FULL)
             }
         }
     }

@@ -26,6 +26,8 @@ pub enum Rejected {
     TooLarge,
     /// 503: the ping could not be stored.
     Unavailable,
+    /// 503: the ping could not be stored because the database's disk is full.
+    DiskFull,
     /// 429: over `[rate_limit] per_check`.
     RateLimitCheck,
     /// 429: over `[rate_limit] per_address`.
@@ -40,6 +42,7 @@ impl Rejected {
             Rejected::BadRequest => "bad_request",
             Rejected::TooLarge => "too_large",
             Rejected::Unavailable => "unavailable",
+            Rejected::DiskFull => "disk_full",
             Rejected::RateLimitCheck => "rate_limit_check",
             Rejected::RateLimitAddress => "rate_limit_address",
         }
@@ -171,6 +174,7 @@ impl Metrics {
             Rejected::BadRequest,
             Rejected::TooLarge,
             Rejected::Unavailable,
+            Rejected::DiskFull,
             Rejected::RateLimitCheck,
             Rejected::RateLimitAddress,
         ] {

@@ -15,6 +15,7 @@ use crate::settings::{is_postgres_url, DatabaseSettings};
 
 pub mod checks; // checks and their history: the SQL both backends share, written once
 mod dialect; // what each backend does its own way, for the code both share
+mod full; // a full disk told apart from other failures, by the database's error code
 mod history; // the item history's buckets: read before a fold, written with its pings
 pub mod keys; // API keys (their hashes)
 pub mod lease; // the leader lease and the fencing of leader-only writes

@@ -19,18 +19,31 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
+use crate::clock;
 use crate::domain::fold::Ping;
+use crate::domain::ping::UnixMs;
+use crate::log_throttle::Throttled;
 use crate::store::{CheckRef, Store, StoreError};
+use crate::workers::disk_full::{DiskFull, Spell};
 use crate::workers::evaluator::{EvaluatorHandle, Notice};
 use crate::workers::lease::{is_leader, LeaderWatch};
 
 /// Why a ping could not be stored.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum IngestError {
     /// The database failed; the ping was not stored.
     #[error("the ping could not be stored")]
     Unavailable,
+    /// The database's disk is full; the ping was not stored.
+    #[error("the ping could not be stored: the database's disk is full")]
+    DiskFull,
 }
+
+/// A batch of pings that could not be stored: logged once per interval
+/// while it repeats, with a count of the batches not logged.
+static BATCH_FAILED: Throttled = Throttled::every_10s();
+/// The same for folding the inbox (every tenth of a second while it fails).
+static FOLD_FAILED: Throttled = Throttled::every_10s();
 
 struct Job {
     ping: Ping,
@@ -47,6 +60,8 @@ pub struct Ingest {
     /// lookup that raced a delete cannot bring the deleted check back.
     forgotten: AtomicU64,
     tx: mpsc::Sender<Job>,
+    /// Whether the last pings could not be stored because the disk is full.
+    disk: Arc<DiskFull>,
 }
 
 impl Ingest {
@@ -65,12 +80,14 @@ impl Ingest {
         // growing memory without limit.
         let (tx, rx) = mpsc::channel(batch_max.max(1) * 8);
         let appender_done = CancellationToken::new();
+        let disk = Arc::new(DiskFull::default());
         tracker.spawn(appender(
             store.clone(),
             rx,
             batch_max.max(1),
             stop.clone(),
             appender_done.clone(),
+            disk.clone(),
         ));
         tracker.spawn(folder(store.clone(), appender_done, evaluator, leader));
         Ok(Arc::new(Ingest {
@@ -79,7 +96,14 @@ impl Ingest {
             by_slug: RwLock::new(by_slug),
             forgotten: AtomicU64::new(0),
             tx,
+            disk,
         }))
+    }
+
+    /// The spell of a full disk under way at `now`: pings are refused
+    /// because the database's disk is full.
+    pub fn disk_full(&self, now: UnixMs) -> Option<Spell> {
+        self.disk.at(now)
     }
 
     /// The id of the check with this uuid, from memory or else from the
@@ -227,6 +251,7 @@ async fn appender(
     batch_max: usize,
     stop: CancellationToken,
     done: CancellationToken,
+    disk: Arc<DiskFull>,
 ) {
     let slots = Arc::new(Semaphore::new(store.append_concurrency().max(1)));
     let mut in_flight = JoinSet::new();
@@ -258,6 +283,7 @@ async fn appender(
             }
         }
         let store = store.clone();
+        let disk = disk.clone();
         in_flight.spawn(async move {
             let count = pings.len();
             let result = store.append_owned(pings).await;
@@ -267,11 +293,23 @@ async fn appender(
                     for reply in replies {
                         let _ = reply.send(Ok(()));
                     }
+                    stored_again(disk.stored(), BATCH_FAILED.end());
                 }
                 Err(e) => {
-                    tracing::error!(error = %format!("{e:#}"), pings = count, "a batch of pings could not be stored");
+                    let full = e.is_disk_full();
+                    if full && disk.failed(clock::now_ms(), count as u64) {
+                        tracing::error!("the database's disk is full: pings are answered 503 and /readyz reports it until space is freed");
+                    }
+                    if let Some(suppressed) = BATCH_FAILED.hit() {
+                        tracing::error!(error = %format!("{e:#}"), pings = count, suppressed, "a batch of pings could not be stored (while this repeats it is logged every 10s, suppressed counting the rest)");
+                    }
+                    let why = if full {
+                        IngestError::DiskFull
+                    } else {
+                        IngestError::Unavailable
+                    };
                     for reply in replies {
-                        let _ = reply.send(Err(IngestError::Unavailable));
+                        let _ = reply.send(Err(why));
                     }
                 }
             }
@@ -281,6 +319,21 @@ async fn appender(
     }
     while in_flight.join_next().await.is_some() {}
     done.cancel();
+}
+
+/// Logs the end of a run of failed batches: of a full disk's spell, with how
+/// many pings it refused, or of other failures not logged one by one.
+fn stored_again(spell: Option<Spell>, suppressed: u64) {
+    if let Some(spell) = spell {
+        tracing::warn!(
+            full_since = %chrono::DateTime::from_timestamp_millis(spell.since).map(|t| t.to_rfc3339()).unwrap_or_default(),
+            refused = spell.refused,
+            suppressed,
+            "the database's disk has room again: pings are stored"
+        );
+    } else if suppressed > 0 {
+        tracing::warn!(suppressed, "pings are stored again");
+    }
 }
 
 /// Folds the inbox every [`FOLD_EVERY`] and tells the evaluator what changed
@@ -325,6 +378,10 @@ async fn fold_all(store: &dyn Store, evaluator: &EvaluatorHandle) {
     for _ in 0..200 {
         match store.fold(FOLD_LIMIT).await {
             Ok(folded) => {
+                let suppressed = FOLD_FAILED.end();
+                if suppressed > 0 {
+                    tracing::warn!(suppressed, "the ping inbox is folded again");
+                }
                 if !folded.touched.is_empty() {
                     evaluator.notify(Notice::Touched(folded.touched));
                 }
@@ -333,7 +390,9 @@ async fn fold_all(store: &dyn Store, evaluator: &EvaluatorHandle) {
                 }
             }
             Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), "cannot fold the ping inbox; will retry");
+                if let Some(suppressed) = FOLD_FAILED.hit() {
+                    tracing::error!(error = %format!("{e:#}"), suppressed, "cannot fold the ping inbox; will retry (while this repeats it is logged every 10s, suppressed counting the rest)");
+                }
                 return;
             }
         }

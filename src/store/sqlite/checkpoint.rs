@@ -34,6 +34,9 @@ const CHECKPOINT_AFTER: Duration = Duration::from_millis(200);
 /// to copy only reads the WAL's header.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 
+/// Checkpoints that failed: logged once per interval while they repeat.
+static FAILED: crate::log_throttle::Throttled = crate::log_throttle::Throttled::every_10s();
+
 /// Checkpoints the WAL on its own connection (and thread) a little after the
 /// ping writer committed, and every [`CHECKPOINT_EVERY`], so that no commit
 /// waits for the fsyncs. PASSIVE: it never waits for a reader or the writer,
@@ -59,7 +62,10 @@ pub(super) async fn checkpointer(
             }
         }
         if let Err(e) = checkpoint(&mut conn, &writer, RESTART_WAL_PAGES).await {
-            tracing::warn!(error = %e, "cannot checkpoint the SQLite WAL; a commit will");
+            // After every batch of pings while the disk is full: throttled.
+            if let Some(suppressed) = FAILED.hit() {
+                tracing::warn!(error = %e, suppressed, "cannot checkpoint the SQLite WAL; a commit will (while this repeats it is logged every 10s, suppressed counting the rest)");
+            }
         }
     }
     let _ = conn.close().await;
