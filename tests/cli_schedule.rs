@@ -180,6 +180,7 @@ labels = { team = "data" }
 zero_items_after = "30m"
 min_items = 5
 min_items_runs = 10
+items_below_usual = 0.25
 min_runtime = "2s"
 active_hours = [ { start = "18:00", end = "09:00" } ]
 
@@ -204,7 +205,10 @@ tz = "Europe/London"
         text.contains(
             "\n  stalled (zero_items) when successes report items=0 for 30m of active time\n  \
              stalled (low_items) after 10 successes in a row each reporting fewer than 5 items \
-             (min_items)\n  a success that finishes in less than 2s counts as a failure \
+             (min_items)\n  stalled (below_usual) after 10 successes in a row each reporting \
+             less than 25% of the usual count for its hour of the week in Asia/Shanghai (the \
+             median of the last 4 weeks, judged once 3 of them have that hour) \
+             (items_below_usual)\n  a success that finishes in less than 2s counts as a failure \
              (min_runtime)\n"
         ),
         "{text}"
