@@ -328,26 +328,64 @@ fn rows_sql(rows: &[Row], created: i64) -> String {
         sql.push_str(";\n");
         sql.push_str(
             "INSERT INTO check_state (check_id, n_pings, last_ping_at, last_ping_kind, \
-             last_success_at, consecutive_successes, open_runs) VALUES ",
+             last_success_at, consecutive_successes, open_runs, last_items, last_items_at, \
+             below_streak_runs, usual_items) VALUES ",
         );
         for (i, r) in chunk.iter().enumerate() {
             if i > 0 {
                 sql.push(',');
             }
+            let usual = with_usual(r.id);
             let _ = write!(
                 sql,
-                "({},{},{},'success',{},{},'[]')",
+                "({},{},{},'success',{},{},'[]',{},{},0,{})",
                 r.id,
                 100 + r.id % 1000,
                 r.last_success,
                 r.last_success,
                 1 + r.id % 50,
+                if usual { "40" } else { "NULL" },
+                if usual { r.last_success.to_string() } else { "NULL".to_string() },
+                if usual { "42.5" } else { "NULL" },
             );
         }
         sql.push_str(";\n");
+        // The usual-count rule on a tenth of the checks (SPEC §3.3): the
+        // rule, and the item history a daily job leaves in four weeks (the
+        // hour of its last success in each of the five weeks up to it).
+        let usual: Vec<&Row> = chunk.iter().filter(|r| with_usual(r.id)).collect();
+        if !usual.is_empty() {
+            let ids: Vec<String> = usual.iter().map(|r| r.id.to_string()).collect();
+            let _ = writeln!(
+                sql,
+                "UPDATE checks SET items_below_usual_ppm = 250000 WHERE id IN ({});",
+                ids.join(",")
+            );
+            sql.push_str(
+                "INSERT INTO item_hours (check_id, local_hour, items_sum, successes, through) VALUES ",
+            );
+            for (i, r) in usual.iter().enumerate() {
+                let hour = r.last_success.div_euclid(3_600_000);
+                for k in 0..HISTORY_WEEKS {
+                    if i > 0 || k > 0 {
+                        sql.push(',');
+                    }
+                    let _ = write!(sql, "({},{},{},1,0)", r.id, hour - 168 * k, 35 + k * 5);
+                }
+            }
+            sql.push_str(";\n");
+        }
     }
     sql.push_str("COMMIT;\n");
     sql
+}
+
+/// Buckets of item history per check with the usual-count rule.
+const HISTORY_WEEKS: i64 = 5;
+
+/// Whether check `id` has `items_below_usual` (a tenth of the checks).
+fn with_usual(id: i64) -> bool {
+    id % 10 == 3
 }
 
 /// Whether check `id` (1-based) belongs to the cohort: `due` ids spread evenly.
@@ -496,6 +534,13 @@ fn load_main(args: &Args, db: &Path) -> anyhow::Result<()> {
         sqlx::query_as("SELECT COUNT(*) FROM checks JOIN check_state ON check_id = id")
             .fetch_one(&mut conn),
     )?;
+    let (usual_checks, item_hours): (i64, i64) = rt.block_on(
+        sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM checks WHERE items_below_usual_ppm IS NOT NULL), \
+             (SELECT COUNT(*) FROM item_hours)",
+        )
+        .fetch_one(&mut conn),
+    )?;
     rt.block_on(conn.close())?;
     if count as usize != n {
         bail!("loaded {count} checks, expected {n}");
@@ -512,6 +557,8 @@ fn load_main(args: &Args, db: &Path) -> anyhow::Result<()> {
             "cron_variants": crons.len(),
             "hours_variants": hours.len(),
             "hours_variants_quiet_now": quiet_variants,
+            "usual_checks": usual_checks,
+            "item_hours_rows": item_hours,
         })
     );
     Ok(())

@@ -365,6 +365,7 @@ max_runtime = "2h"
 failure_threshold = 2
 min_items = 3
 min_items_runs = 2
+items_below_usual = 0.25
 min_runtime = "1s"
 "#;
 

@@ -190,7 +190,10 @@ const COMPACT_FLOOR: usize = 4_096;
 pub struct Evaluator {
     store: Arc<dyn Store>,
     observed: Arc<Observed>,
-    entries: HashMap<i64, Entry>,
+    /// Boxed: a map sized for a million checks has two million slots (it
+    /// keeps its load under 7/8), and a slot holding the entry itself would
+    /// make the empty half cost as much as the checks (about 440 MiB).
+    entries: HashMap<i64, Box<Entry>>,
     heap: BinaryHeap<Reverse<(UnixMs, i64, u32)>>,
     rx: mpsc::UnboundedReceiver<Notice>,
     progress: Arc<Progress>,
@@ -285,14 +288,14 @@ impl Evaluator {
             .map_or((0, false), |e| (e.generation, e.overlap));
         self.entries.insert(
             c.id,
-            Entry {
+            Box::new(Entry {
                 rules,
                 summary: c.summary,
                 paused: c.paused,
                 stored: c.stored,
                 generation,
                 overlap,
-            },
+            }),
         );
         self.schedule(c.id, now);
     }
