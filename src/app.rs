@@ -71,8 +71,11 @@ pub async fn run_with_metrics_listener(
     // The first heartbeat records how long no replica accepted pings (an
     // outage before this start), so the evaluator never judges that span.
     let replica = uuid::Uuid::new_v4().to_string();
+    let gap = i64::try_from(config.heartbeat_period.as_millis() * 2).unwrap_or(i64::MAX);
     // The timeline continues where the stored state left it: its slews, and
     // a wall clock that stepped back while the server was down is a step.
+    // After its last heartbeat a server records instants for at most about
+    // a period (then it beats again, or stops judging after two).
     let steps_seen = crate::clock::steps_found();
     crate::clock::resume(
         store
@@ -83,9 +86,9 @@ pub async fn run_with_metrics_listener(
             .latest_beat()
             .await
             .context("cannot read the latest heartbeat")?,
+        gap,
     );
     let started_at = crate::clock::now_ms();
-    let gap = i64::try_from(config.heartbeat_period.as_millis() * 2).unwrap_or(i64::MAX);
     store
         .heartbeat(&replica, started_at, started_at, gap)
         .await

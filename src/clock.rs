@@ -61,15 +61,16 @@ pub fn now() -> DateTime<Utc> {
     DateTime::<Utc>::from_timestamp_millis(now_ms()).unwrap_or_else(Utc::now)
 }
 
-/// Continues the timeline stored by an earlier run: its slews, and
-/// `latest`, the latest instant it recorded (the last heartbeat). A wall
-/// clock behind `latest` stepped back while the server was down: that is a
-/// backward step, returned (and logged and kept like one found live).
-pub fn resume(slews: Vec<Slew>, latest: Option<UnixMs>) -> Option<Step> {
+/// Continues the timeline stored by an earlier run: its slews, and its last
+/// heartbeat `beat`, after which it may have recorded instants for up to
+/// `margin` milliseconds. A wall clock behind `beat` stepped back while the
+/// server was down: that is a backward step, returned (and logged and kept
+/// like one found live).
+pub fn resume(slews: Vec<Slew>, beat: Option<UnixMs>, margin: i64) -> Option<Step> {
     let (_, step) = {
         let mut timeline = lock(&TIMELINE);
         timeline.install(slews);
-        timeline.resume(latest, reading())
+        timeline.resume(beat, margin, reading())
     };
     if let Some(step) = step {
         found(step);
@@ -122,6 +123,11 @@ pub fn stepped() -> tokio::sync::futures::Notified<'static> {
 /// The spans of the timeline it slewed over, in Unix milliseconds.
 pub fn slewed() -> Vec<(UnixMs, UnixMs)> {
     lock(&TIMELINE).slewed()
+}
+
+/// The spans wall-clock steps forward skipped, in Unix milliseconds.
+pub fn skipped() -> Vec<(UnixMs, UnixMs)> {
+    lock(&TIMELINE).skipped().to_vec()
 }
 
 /// The wall clock's reading when the timeline stood at `at`: how a ping's

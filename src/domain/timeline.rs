@@ -122,6 +122,8 @@ pub struct Timeline {
     /// In order of `at` (the timeline never moves back, so also in the order
     /// they happened).
     slews: Vec<Slew>,
+    /// The spans forward steps skipped, `[before, after)`, in order.
+    skipped: Vec<(UnixMs, UnixMs)>,
     last: Option<Reading>,
     /// The latest instant handed out.
     now: UnixMs,
@@ -132,6 +134,7 @@ impl Timeline {
     pub const fn new() -> Timeline {
         Timeline {
             slews: Vec::new(),
+            skipped: Vec::new(),
             last: None,
             now: i64::MIN,
         }
@@ -165,8 +168,16 @@ impl Timeline {
             let at = self.map(r.wall.saturating_add(size)).max(self.now);
             self.slews.push(Slew { at, wall: r.wall });
         }
+        let before = self.now;
         self.last = Some(r);
         self.now = self.now.max(self.map(r.wall));
+        if let Some((Direction::Forward, size)) = found {
+            // No ping could arrive in the span skipped: it is unobserved.
+            let from = self.map(r.wall.saturating_sub(size)).max(before);
+            if self.now > from {
+                self.skipped.push((from, self.now));
+            }
+        }
         let step = found.map(|(direction, size_ms)| Step {
             direction,
             size_ms,
@@ -176,32 +187,42 @@ impl Timeline {
         (self.now, step)
     }
 
-    /// The first reading of a server that starts on stored state whose latest
-    /// instant is `latest` (its last heartbeat). A wall clock behind it by
-    /// more than the threshold stepped back while the server was not running:
-    /// that is a backward step, slewed over like one seen live.
-    pub fn resume(&mut self, latest: Option<UnixMs>, r: Reading) -> (UnixMs, Option<Step>) {
+    /// The first reading of a server that starts on stored state whose last
+    /// heartbeat was at `beat`. A wall clock behind it stepped back while
+    /// the server was not running; the server may have recorded instants up
+    /// to `margin` after its last heartbeat (it beats every period), so the
+    /// timeline resumes there. Behind by more than the threshold, that is a
+    /// backward step, slewed over like one seen live; by less, the timeline
+    /// only holds still until the wall clock passes it.
+    pub fn resume(
+        &mut self,
+        beat: Option<UnixMs>,
+        margin: i64,
+        r: Reading,
+    ) -> (UnixMs, Option<Step>) {
         let (now, _) = self.observe(r);
-        let Some(latest) = latest.filter(|l| *l > now) else {
+        let Some(beat) = beat.filter(|b| *b > now) else {
             return (now, None);
         };
-        if latest - now <= STEP_THRESHOLD_MS {
-            // Too small to be a step: only never move back.
-            self.now = latest;
-            return (latest, None);
+        let at = beat.saturating_add(margin.max(0));
+        self.now = at;
+        if beat - now <= STEP_THRESHOLD_MS {
+            return (at, None);
         }
-        self.slews.push(Slew {
-            at: latest,
-            wall: r.wall,
-        });
-        self.now = latest;
+        self.slews.push(Slew { at, wall: r.wall });
         let step = Step {
             direction: Direction::Backward,
-            size_ms: latest - now,
-            at: latest,
+            size_ms: at - now,
+            at,
             wall: r.wall,
         };
-        (latest, Some(step))
+        (at, Some(step))
+    }
+
+    /// The spans forward steps skipped, in order: unobserved time, known at
+    /// once (the heartbeat records a span around each too, a little later).
+    pub fn skipped(&self) -> &[(UnixMs, UnixMs)] {
+        &self.skipped
     }
 
     /// The spans of the timeline, `[start, end)`, over which it ran at
@@ -267,6 +288,21 @@ pub type Span = (DateTime<Utc>, DateTime<Utc>);
 pub struct Observation {
     pub unobserved: Vec<Span>,
     pub slewed: Vec<Span>,
+}
+
+/// The union of two lists of spans, each in order: in order, overlapping
+/// and touching spans merged (the evaluator's clock takes them so).
+pub fn union(a: &[Span], b: &[Span]) -> Vec<Span> {
+    let mut all: Vec<Span> = a.iter().chain(b).copied().filter(|(s, e)| s < e).collect();
+    all.sort();
+    let mut out: Vec<Span> = Vec::with_capacity(all.len());
+    for (s, e) in all {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
 }
 
 /// Slewed spans as instants, the form the evaluator's clock takes.
@@ -344,6 +380,25 @@ mod tests {
             })
         );
         assert!(t.slewed().is_empty(), "nothing to slew over");
+        assert_eq!(t.skipped(), &[(T0 + 1_000, T0 + 2 * H + 1_000)]);
+    }
+
+    #[test]
+    fn spans_are_merged_into_one_ordered_list() {
+        let s = |a: i64, b: i64| {
+            (
+                DateTime::<Utc>::from_timestamp_millis(T0 + a).unwrap(),
+                DateTime::<Utc>::from_timestamp_millis(T0 + b).unwrap(),
+            )
+        };
+        assert_eq!(
+            union(
+                &[s(0, 10), s(20, 30)],
+                &[s(5, 12), s(30, 31), s(40, 41), s(50, 50)]
+            ),
+            vec![s(0, 12), s(20, 31), s(40, 41)]
+        );
+        assert_eq!(union(&[], &[]), vec![]);
     }
 
     #[test]
@@ -417,27 +472,34 @@ mod tests {
 
     #[test]
     fn a_restart_behind_the_stored_state_is_a_backward_step() {
+        // Last heartbeat at T0; the server may have gone on for 10 s.
         let mut t = Timeline::new();
-        let (now, step) = t.resume(Some(T0), r(T0 - 2 * H, 0));
-        assert_eq!(now, T0);
+        let (now, step) = t.resume(Some(T0), 10_000, r(T0 - 2 * H, 0));
+        assert_eq!(now, T0 + 10_000);
         assert_eq!(
             step,
             Some(Step {
                 direction: Direction::Backward,
-                size_ms: 2 * H,
-                at: T0,
+                size_ms: 2 * H + 10_000,
+                at: T0 + 10_000,
                 wall: T0 - 2 * H
             })
         );
-        assert_eq!(t.observe(r(T0 - 2 * H + 2_000, 2_000)).0, T0 + 1_000);
-        // A stored instant slightly ahead (another replica's clock): only
-        // never move back.
+        assert_eq!(t.observe(r(T0 - 2 * H + 2_000, 2_000)).0, T0 + 11_000);
+        // Behind the last heartbeat by less than the threshold: held still,
+        // no step.
         let mut t = Timeline::new();
-        assert_eq!(t.resume(Some(T0 + 1_000), r(T0, 0)), (T0 + 1_000, None));
-        // Behind the stored state: nothing to do.
+        assert_eq!(
+            t.resume(Some(T0 + 1_000), 10_000, r(T0, 0)),
+            (T0 + 11_000, None)
+        );
+        assert!(t.slewed().is_empty());
+        assert_eq!(t.observe(r(T0 + 5_000, 5_000)).0, T0 + 11_000);
+        assert_eq!(t.observe(r(T0 + 12_000, 12_000)).0, T0 + 12_000);
+        // Ahead of the last heartbeat (an ordinary restart): the wall clock.
         let mut t = Timeline::new();
-        assert_eq!(t.resume(Some(T0 - H), r(T0, 0)), (T0, None));
-        assert_eq!(t.resume(None, r(T0 + 5, 5)), (T0 + 5, None));
+        assert_eq!(t.resume(Some(T0 - 1), 10_000, r(T0, 0)), (T0, None));
+        assert_eq!(t.resume(None, 10_000, r(T0 + 5, 5)), (T0 + 5, None));
     }
 
     #[test]
@@ -449,7 +511,7 @@ mod tests {
         // Restarted a minute later on a new monotonic origin.
         let mut after = Timeline::new();
         after.install(before.slews().to_vec());
-        let (now, step) = after.resume(Some(then), r(T0 - 2 * H + 120_000, 7));
+        let (now, step) = after.resume(Some(then), 10_000, r(T0 - 2 * H + 120_000, 7));
         assert_eq!(step, None);
         assert_eq!(now, T0 + 60_000);
         assert_eq!(after.slewed(), before.slewed());

@@ -28,7 +28,7 @@ use crate::domain::evaluate::{evaluate_in, instant, Rules, RulesCache, Span};
 use crate::domain::overlap::overlap_since;
 use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::Status;
-use crate::domain::timeline::{spans_of, Observation};
+use crate::domain::timeline::{spans_of, union, Observation};
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::store::{EvalCheck, Store, StoredStatus, Touched, Transition};
 use crate::workers::leading::{self, LeaderWorker};
@@ -80,11 +80,13 @@ impl Observed {
         self.spans.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The unobserved spans and the spans the server's timeline slewed over
-    /// after a backward wall-clock step: what measuring a limit needs.
+    /// The unobserved spans (with those wall-clock steps forward skipped,
+    /// known before the next heartbeat records them) and the spans the
+    /// server's timeline slewed over after a backward step: what measuring a
+    /// limit needs.
     pub fn observation(&self) -> Observation {
         Observation {
-            unobserved: self.spans(),
+            unobserved: union(&self.spans(), &spans_of(&crate::clock::skipped())),
             slewed: spans_of(&crate::clock::slewed()),
         }
     }
