@@ -71,8 +71,24 @@ pub async fn run_with_metrics_listener(
     // The first heartbeat records how long no replica accepted pings (an
     // outage before this start), so the evaluator never judges that span.
     let replica = uuid::Uuid::new_v4().to_string();
-    let started_at = crate::clock::now_ms();
     let gap = i64::try_from(config.heartbeat_period.as_millis() * 2).unwrap_or(i64::MAX);
+    // The timeline continues where the stored state left it: its slews, and
+    // a wall clock that stepped back while the server was down is a step.
+    // After its last heartbeat a server records instants for at most about
+    // a period (then it beats again, or stops judging after two).
+    let steps_seen = crate::clock::steps_found();
+    crate::clock::resume(
+        store
+            .slews()
+            .await
+            .context("cannot read the clock's slews")?,
+        store
+            .latest_beat()
+            .await
+            .context("cannot read the latest heartbeat")?,
+        gap,
+    );
+    let started_at = crate::clock::now_ms();
     store
         .heartbeat(&replica, started_at, started_at, gap)
         .await
@@ -96,6 +112,12 @@ pub async fn run_with_metrics_listener(
     // shutdown finishes the leader's work before handing over.
     let metrics = Arc::new(Metrics::new(
         config.notify.receivers.iter().map(|r| r.name.as_str()),
+    ));
+    tracker.spawn(crate::workers::clock_steps::run(
+        store.clone(),
+        metrics.clone(),
+        steps_seen,
+        workers_stop.clone(),
     ));
     let lease_stop = CancellationToken::new();
     let lease_stats = Arc::new(metrics.lease_stats());

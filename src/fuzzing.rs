@@ -266,6 +266,7 @@ pub fn active_hours(data: &[u8]) {
     let clock = ActiveClock {
         hours: Some(&hours),
         unobserved: &[],
+        slewed: &[],
     };
     if let Some(end) = clock.advance(t, Duration::hours(1)) {
         assert_eq!(

@@ -24,6 +24,8 @@ use chrono::{DateTime, Datelike, Duration, LocalResult, NaiveDateTime, TimeZone,
 use chrono::{Offset, Weekday};
 use chrono_tz::{GapInfo, Tz};
 
+use super::timeline::SLEW_RATE;
+
 const MINUTES_PER_DAY: u16 = 1440;
 
 const ALL_DAYS: u8 = 0b111_1111;
@@ -435,38 +437,63 @@ fn quiet_runs(day: &[bool]) -> Vec<String> {
     runs
 }
 
-/// Counts time that is inside active hours and outside unobserved spans.
+/// Counts time that is inside active hours and outside unobserved spans;
+/// time in a span the server's timeline slewed over counts
+/// [`SLEW_RATE`] times, the real time it stands for (see `timeline`).
 #[derive(Clone, Copy, Debug)]
 pub struct ActiveClock<'a> {
     /// Active hours, or None when the check is always active.
     pub hours: Option<&'a ActiveHours>,
     /// Spans when no replica accepted pings: sorted, non-overlapping, half-open `[start, end)`.
     pub unobserved: &'a [(DateTime<Utc>, DateTime<Utc>)],
+    /// Spans over which the timeline ran slow after a backward wall-clock
+    /// step: sorted, non-overlapping, half-open.
+    pub slewed: &'a [(DateTime<Utc>, DateTime<Utc>)],
+}
+
+/// Where `t` falls among sorted, non-overlapping spans: inside one, and the
+/// next instant (> t) at which that changes.
+fn in_spans(
+    spans: &[(DateTime<Utc>, DateTime<Utc>)],
+    t: DateTime<Utc>,
+) -> (bool, Option<DateTime<Utc>>) {
+    let i = spans.partition_point(|(_, end)| *end <= t);
+    match spans.get(i) {
+        Some((start, end)) if *start <= t => (true, Some(*end)),
+        Some((start, _)) => (false, Some(*start)),
+        None => (false, None),
+    }
+}
+
+fn earliest(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 impl ActiveClock<'_> {
     /// Whether time at `t` counts.
     pub fn is_counting(&self, t: DateTime<Utc>) -> bool {
-        self.segment_at(t).0
+        self.segment_at(t).0 > 0
     }
 
-    /// Whether time at `t` counts, and the next instant (> t) at which that may change.
-    fn segment_at(&self, t: DateTime<Utc>) -> (bool, Option<DateTime<Utc>>) {
-        let i = self.unobserved.partition_point(|(_, end)| *end <= t);
-        let (observed, span_change) = match self.unobserved.get(i) {
-            Some((start, end)) if *start <= t => (false, Some(*end)),
-            Some((start, _)) => (true, Some(*start)),
-            None => (true, None),
-        };
+    /// How many times time at `t` counts (0: not at all), and the next
+    /// instant (> t) at which that may change.
+    fn segment_at(&self, t: DateTime<Utc>) -> (i32, Option<DateTime<Utc>>) {
+        let (unobserved, span_change) = in_spans(self.unobserved, t);
+        let (slewed, slew_change) = in_spans(self.slewed, t);
         let (active, hours_change) = match self.hours {
             Some(h) => h.state_at(t),
             None => (true, None),
         };
-        let change = match (span_change, hours_change) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let change = earliest(earliest(span_change, slew_change), hours_change);
+        let rate = match (active && !unobserved, slewed) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => SLEW_RATE,
         };
-        (observed && active, change)
+        (rate, change)
     }
 
     /// Active, observed time elapsed in [from, to) (zero if to <= from).
@@ -474,11 +501,9 @@ impl ActiveClock<'_> {
         let mut total = Duration::zero();
         let mut cur = from;
         while cur < to {
-            let (counting, change) = self.segment_at(cur);
+            let (rate, change) = self.segment_at(cur);
             let next = change.map_or(to, |c| c.min(to));
-            if counting {
-                total += next - cur;
-            }
+            total += (next - cur) * rate;
             cur = next;
         }
         total
@@ -496,12 +521,19 @@ impl ActiveClock<'_> {
             if cur > limit {
                 return None;
             }
-            let (counting, change) = self.segment_at(cur);
-            if counting {
+            let (rate, change) = self.segment_at(cur);
+            if rate > 0 {
                 match change {
-                    Some(c) if c - cur < remaining => remaining -= c - cur,
+                    Some(c) if (c - cur) * rate < remaining => remaining -= (c - cur) * rate,
                     _ => {
-                        let target = cur.checked_add_signed(remaining)?;
+                        // Rounded up, so that elapsed(from, target) >= d.
+                        let step = remaining / rate;
+                        let step = if step * rate < remaining {
+                            step + Duration::nanoseconds(1)
+                        } else {
+                            step
+                        };
+                        let target = cur.checked_add_signed(step)?;
                         return (target <= limit).then_some(target);
                     }
                 }
@@ -723,6 +755,7 @@ mod tests {
         let clock = ActiveClock {
             hours: Some(&london),
             unobserved: &[],
+            slewed: &[],
         };
         assert_eq!(
             clock.elapsed(utc("2025-10-25T12:00:00Z"), utc("2025-10-26T12:00:00Z")),
@@ -888,6 +921,7 @@ mod tests {
         let clock = ActiveClock {
             hours: Some(&evening),
             unobserved: &[],
+            slewed: &[],
         };
         // The example from the brief: 10 minutes before 09:00, 10 after 18:00.
         let from = local(tz, "2025-06-06 08:50:00");
@@ -923,6 +957,7 @@ mod tests {
         let both = ActiveClock {
             hours: Some(&evening),
             unobserved: &outage,
+            slewed: &[],
         };
         // 19:00 local = 11:00Z; 30 minutes count, 30 are unobserved, then 30 more.
         assert_eq!(
@@ -932,6 +967,7 @@ mod tests {
         let plain = ActiveClock {
             hours: None,
             unobserved: &[],
+            slewed: &[],
         };
         let t = utc("2025-06-06T11:00:00.123Z");
         assert_eq!(
@@ -942,6 +978,7 @@ mod tests {
         let outages_only = ActiveClock {
             hours: None,
             unobserved: &outage,
+            slewed: &[],
         };
         assert_eq!(
             outages_only.elapsed(utc("2025-06-06T00:00:00Z"), utc("2025-06-07T00:00:00Z")),
@@ -960,6 +997,7 @@ mod tests {
         let clock = ActiveClock {
             hours: Some(&never),
             unobserved: &[],
+            slewed: &[],
         };
         assert_eq!(
             clock.advance(utc("2025-01-01T00:00:00Z"), Duration::seconds(1)),
@@ -969,6 +1007,7 @@ mod tests {
         let clock = ActiveClock {
             hours: None,
             unobserved: &outage,
+            slewed: &[],
         };
         assert_eq!(
             clock.advance(utc("2025-01-01T00:00:00Z"), Duration::seconds(1)),
@@ -977,6 +1016,7 @@ mod tests {
         let plain = ActiveClock {
             hours: None,
             unobserved: &[],
+            slewed: &[],
         };
         assert_eq!(
             plain.advance(DateTime::<Utc>::MAX_UTC, Duration::seconds(1)),
@@ -991,6 +1031,7 @@ mod tests {
         let clock = ActiveClock {
             hours: Some(&tiny),
             unobserved: &[],
+            slewed: &[],
         };
         let from = utc("2025-01-01T00:00:00Z");
         let at = clock.advance(from, Duration::days(1)).unwrap();
@@ -1097,7 +1138,7 @@ mod tests {
             from in arb_instant(),
             d in arb_duration(),
         ) {
-            let clock = ActiveClock { hours: Some(&h), unobserved: &unobserved };
+            let clock = ActiveClock { hours: Some(&h), unobserved: &unobserved, slewed: &[] };
             let at = clock.advance(from, d);
             let Some(at) = at else {
                 // Only windows that never open (e.g. lost in DST gaps) may give up.
@@ -1115,6 +1156,35 @@ mod tests {
             }
         }
 
+        /// Slewed spans (SPEC §12) count SLEW_RATE times, under quiet and
+        /// unobserved time as anywhere else; advance stays the inverse of
+        /// elapsed, to the nanosecond its division rounds up.
+        #[test]
+        fn slewed_time_counts_at_the_slew_rate(
+            h in prop::option::of(arb_hours()),
+            unobserved in arb_unobserved(),
+            slewed in arb_unobserved(),
+            a in arb_instant(),
+            x in arb_duration(),
+            y in arb_duration(),
+        ) {
+            let clock = ActiveClock { hours: h.as_ref(), unobserved: &unobserved, slewed: &slewed };
+            let (b, c) = (a + x, a + x + y);
+            prop_assert_eq!(clock.elapsed(a, b) + clock.elapsed(b, c), clock.elapsed(a, c));
+            if let Some(at) = clock.advance(a, x) {
+                let got = clock.elapsed(a, at);
+                prop_assert!(got >= x && got <= x + Duration::nanoseconds(1), "{} vs {}", got, x);
+                if x > Duration::zero() {
+                    prop_assert!(clock.elapsed(a, at - Duration::nanoseconds(1)) < x);
+                }
+            }
+            let plain = ActiveClock { hours: None, unobserved: &[], slewed: &slewed };
+            let extra: Duration = slewed.iter()
+                .map(|(s, e)| ((*e).min(c) - (*s).max(a)).max(Duration::zero()))
+                .sum();
+            prop_assert_eq!(plain.elapsed(a, c), (c - a) + extra * (SLEW_RATE - 1));
+        }
+
         #[test]
         fn elapsed_is_additive_monotone_and_bounded_by_wall_time(
             h in prop::option::of(arb_hours()),
@@ -1123,7 +1193,7 @@ mod tests {
             x in arb_duration(),
             y in arb_duration(),
         ) {
-            let clock = ActiveClock { hours: h.as_ref(), unobserved: &unobserved };
+            let clock = ActiveClock { hours: h.as_ref(), unobserved: &unobserved, slewed: &[] };
             let (b, c) = (a + x, a + x + y);
             let ab = clock.elapsed(a, b);
             let bc = clock.elapsed(b, c);

@@ -188,9 +188,24 @@ pub fn evaluate(
     unobserved: &[Span],
     now: DateTime<Utc>,
 ) -> Evaluation {
+    evaluate_in(rules, summary, paused, unobserved, &[], now)
+}
+
+/// Evaluates a check at `now`, with the spans the server's timeline slewed
+/// over after a backward wall-clock step (`timeline`): time there counts as
+/// the real time it stands for.
+pub fn evaluate_in(
+    rules: &Rules,
+    summary: &Summary,
+    paused: bool,
+    unobserved: &[Span],
+    slewed: &[Span],
+    now: DateTime<Utc>,
+) -> Evaluation {
     let clock = ActiveClock {
         hours: rules.hours.as_deref(),
         unobserved,
+        slewed,
     };
     let quiet = rules.hours.as_deref().is_some_and(|h| !h.is_active(now));
     let mut next = Next::default();

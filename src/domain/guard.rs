@@ -61,9 +61,22 @@ pub fn due(
     unobserved: &[Span],
     now: DateTime<Utc>,
 ) -> Due {
+    due_in(rules, last_success, unobserved, &[], now)
+}
+
+/// Like [`due`], with the spans the server's timeline slewed over after a
+/// backward wall-clock step (they count as the real time they stand for).
+pub fn due_in(
+    rules: &Rules,
+    last_success: Option<DateTime<Utc>>,
+    unobserved: &[Span],
+    slewed: &[Span],
+    now: DateTime<Utc>,
+) -> Due {
     let clock = ActiveClock {
         hours: rules.hours.as_deref(),
         unobserved,
+        slewed,
     };
     let quiet = rules.hours.as_deref().is_some_and(|h| !h.is_active(now));
     let (slot, next_due, done) = match &rules.expect {

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Duration, Utc};
 
 use super::active_hours::ActiveClock;
-use super::evaluate::{evaluate, instant, Expect, Rules, Span};
+use super::evaluate::{evaluate_in, instant, Expect, Rules, Span};
 use super::ping::Summary;
 use super::status::Status;
 
@@ -63,14 +63,16 @@ pub fn measure(
     summary: &Summary,
     paused: bool,
     unobserved: &[Span],
+    slewed: &[Span],
     now: DateTime<Utc>,
 ) -> Measures {
     // A paused check is not judged, but its clocks are still worth showing:
     // evaluate as if it ran and keep only the numbers.
-    let e = evaluate(rules, summary, false, unobserved, now);
+    let e = evaluate_in(rules, summary, false, unobserved, slewed, now);
     let clock = ActiveClock {
         hours: rules.hours.as_deref(),
         unobserved,
+        slewed,
     };
     let last_success = summary.last_success_at.and_then(instant);
     let reference = last_success.or_else(|| summary.last_failure_at.and_then(instant));
@@ -156,15 +158,15 @@ mod tests {
         // Active 09:00-17:00 UTC; last success at 16:59.
         let r = rules(r#"{"interval":"10m","active_hours":[{"start":"09:00","end":"17:00"}]}"#);
         let s = success("2026-01-05T16:59:00Z");
-        let at_close = measure(&r, &s, false, &[], t("2026-01-05T17:00:00Z"));
-        let night = measure(&r, &s, false, &[], t("2026-01-05T23:30:00Z"));
-        let morning = measure(&r, &s, false, &[], t("2026-01-06T08:59:59Z"));
+        let at_close = measure(&r, &s, false, &[], &[], t("2026-01-05T17:00:00Z"));
+        let night = measure(&r, &s, false, &[], &[], t("2026-01-05T23:30:00Z"));
+        let morning = measure(&r, &s, false, &[], &[], t("2026-01-06T08:59:59Z"));
         for m in [&at_close, &night, &morning] {
             assert_eq!(m.staleness, Some(Duration::minutes(1)));
         }
         assert!(!night.active && !morning.active && !at_close.active);
         // It resumes where it stopped when the window opens.
-        let open = measure(&r, &s, false, &[], t("2026-01-06T09:02:00Z"));
+        let open = measure(&r, &s, false, &[], &[], t("2026-01-06T09:02:00Z"));
         assert!(open.active);
         assert_eq!(open.staleness, Some(Duration::minutes(3)));
         assert_eq!(open.down_after, Some(Duration::minutes(20)));
@@ -176,7 +178,7 @@ mod tests {
         let r = rules(r#"{"interval":"1m"}"#);
         let s = success("2026-01-01T00:00:00Z");
         let outage = [(t("2026-01-01T00:00:30Z"), t("2026-01-01T01:00:00Z"))];
-        let m = measure(&r, &s, false, &outage, t("2026-01-01T01:00:10Z"));
+        let m = measure(&r, &s, false, &outage, &[], t("2026-01-01T01:00:10Z"));
         assert_eq!(m.staleness, Some(Duration::seconds(40)));
         assert_eq!(m.status, Status::Up);
     }
@@ -186,7 +188,7 @@ mod tests {
         let r = rules(r#"{"interval":"5m","grace":"1m"}"#);
         let mut s = success("2026-01-01T12:00:00Z");
         ping(&mut s, "2026-01-01T12:00:00Z", PingKind::Success, Some(7));
-        let m = measure(&r, &s, false, &[], t("2026-01-01T12:07:00Z"));
+        let m = measure(&r, &s, false, &[], &[], t("2026-01-01T12:07:00Z"));
         assert_eq!(m.status, Status::Down);
         assert!(!m.up());
         assert_eq!(m.last_success, Some(t("2026-01-01T12:00:00Z")));
@@ -203,7 +205,7 @@ mod tests {
         // Daily at 03:00; a success at 01:00 is due at 03:00 (2h), grace one day.
         let r = rules(r#"{"cron":"0 3 * * *"}"#);
         let s = success("2026-01-01T01:00:00Z");
-        let m = measure(&r, &s, false, &[], t("2026-01-01T02:00:00Z"));
+        let m = measure(&r, &s, false, &[], &[], t("2026-01-01T02:00:00Z"));
         assert_eq!(m.interval, Some(Duration::hours(24)));
         assert_eq!(m.down_after, Some(Duration::hours(26)));
         assert_eq!(m.staleness, Some(Duration::hours(1)));
@@ -217,6 +219,7 @@ mod tests {
             &Summary::default(),
             false,
             &[],
+            &[],
             t("2026-01-01T00:00:00Z"),
         );
         assert_eq!(m.status, Status::New);
@@ -226,7 +229,7 @@ mod tests {
         assert_eq!(m.grace, Some(Duration::minutes(1)));
 
         let s = success("2026-01-01T00:00:00Z");
-        let m = measure(&r, &s, true, &[], t("2026-01-01T01:00:00Z"));
+        let m = measure(&r, &s, true, &[], &[], t("2026-01-01T01:00:00Z"));
         assert_eq!(m.status, Status::Paused);
         assert_eq!(m.staleness, Some(Duration::hours(1)));
         assert_eq!(
@@ -240,7 +243,7 @@ mod tests {
         let r = rules(r#"{"interval":"1m","failure_threshold":3}"#);
         let mut s = Summary::default();
         ping(&mut s, "2026-01-01T00:00:00Z", PingKind::Fail, None);
-        let m = measure(&r, &s, false, &[], t("2026-01-01T00:01:30Z"));
+        let m = measure(&r, &s, false, &[], &[], t("2026-01-01T00:01:30Z"));
         assert_eq!(m.last_success, None);
         assert_eq!(m.staleness, Some(Duration::seconds(90)));
         assert_eq!(m.down_after, Some(Duration::minutes(2)));
@@ -252,7 +255,7 @@ mod tests {
         let mut s = Summary::default();
         ping(&mut s, "2026-01-01T18:00:00Z", PingKind::Success, Some(3));
         ping(&mut s, "2026-01-01T19:00:00Z", PingKind::Success, Some(0));
-        let m = measure(&r, &s, false, &[], t("2026-01-02T09:00:00Z"));
+        let m = measure(&r, &s, false, &[], &[], t("2026-01-02T09:00:00Z"));
         assert_eq!(m.zero_items, Duration::hours(2));
         assert_eq!(m.last_items, Some(0));
     }
@@ -285,7 +288,7 @@ mod tests {
             let base = Utc.with_ymd_and_hms(2026, 3, 1, 0, 0, 0).unwrap();
             let s = success(&(base + Duration::seconds(last)).to_rfc3339());
             let now = base + Duration::seconds(last + offset);
-            let m = measure(&r, &s, false, &[], now);
+            let m = measure(&r, &s, false, &[], &[], now);
             let fires = m.staleness.unwrap() >= m.down_after.unwrap();
             prop_assert_eq!(fires, m.status == Status::Down);
         }

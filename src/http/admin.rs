@@ -121,7 +121,7 @@ async fn status(
     _: ReadAccess,
 ) -> Result<Json<StatusView>, AppError> {
     let checks = state.store.list_checks().await?;
-    let spans = state.observed.spans();
+    let spans = state.observed.observation();
     let mut cache = RulesCache::default();
     let mut counts: BTreeMap<String, usize> = ["new", "up", "late", "down", "stalled", "paused"]
         .iter()

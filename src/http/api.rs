@@ -24,9 +24,10 @@ use crate::domain::check::Check;
 use crate::domain::check::{
     format_duration, format_weeks, CheckInput, CheckSpec, FieldError, WindowInput,
 };
-use crate::domain::evaluate::{evaluate, Rules, RulesCache, Span};
+use crate::domain::evaluate::{evaluate_in, Rules, RulesCache};
 use crate::domain::ping::UnixMs;
 use crate::domain::status::{Reason, Status};
+use crate::domain::timeline::Observation;
 use crate::store::{CheckSource, StoreError};
 
 /// The check routes, relative to `/api/v1`.
@@ -188,12 +189,20 @@ impl CheckView {
     pub fn new(
         check: Check,
         base_url: &str,
-        unobserved: &[Span],
+        observed: &Observation,
         cache: &mut RulesCache,
     ) -> CheckView {
         let now = crate::clock::now();
-        let eval = Rules::from_spec_cached(&check.spec, cache)
-            .map(|rules| evaluate(&rules, &check.summary, check.paused, unobserved, now));
+        let eval = Rules::from_spec_cached(&check.spec, cache).map(|rules| {
+            evaluate_in(
+                &rules,
+                &check.summary,
+                check.paused,
+                &observed.unobserved,
+                &observed.slewed,
+                now,
+            )
+        });
         let (status, reason, quiet, due) = match &eval {
             Ok(e) => (e.status, e.reason, e.quiet, e.due),
             Err(_) => (Status::New, None, false, None),
@@ -388,7 +397,7 @@ async fn list_checks(
         }
     }
     let checks = state.store.list_checks().await?;
-    let spans = state.observed.spans();
+    let spans = state.observed.observation();
     let base = &state.config.base_url;
     let mut cache = RulesCache::default();
     let checks = checks
@@ -718,7 +727,7 @@ pub fn view(state: &AppState, check: Check) -> CheckView {
     CheckView::new(
         check,
         &state.config.base_url,
-        &state.observed.spans(),
+        &state.observed.observation(),
         &mut RulesCache::default(),
     )
 }

@@ -98,7 +98,7 @@ async fn badge(State(state): State<AppState>, Path(file): Path<String>) -> Respo
     let Some((title, members)) = select(&state, checks, key) else {
         return not_found();
     };
-    let spans = state.observed.spans();
+    let spans = state.observed.observation();
     let mut cache = crate::domain::evaluate::RulesCache::default();
     let states: Vec<BadgeState> = members
         .into_iter()

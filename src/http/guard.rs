@@ -10,7 +10,7 @@ use super::api::rfc3339;
 use super::AppState;
 use crate::clock;
 use crate::domain::evaluate::{instant, Rules};
-use crate::domain::guard::{default_lock_ttl, due, parse_lock_ttl, MAX_HOLDER};
+use crate::domain::guard::{default_lock_ttl, due_in, parse_lock_ttl, MAX_HOLDER};
 use crate::log_throttle::Throttled;
 use crate::store::locks::{Acquired, LockAsk, Seat};
 use crate::store::StoreError;
@@ -165,10 +165,12 @@ async fn rules_of(state: &AppState, check_id: i64) -> Result<(Rules, Option<i64>
 async fn due_answer(state: &AppState, check_id: i64) -> Result<Response, StoreError> {
     let (rules, last_success) = rules_of(state, check_id).await?;
     let now = instant(clock::now_ms()).unwrap_or_default();
-    let d = due(
+    let observed = state.observed.observation();
+    let d = due_in(
         &rules,
         last_success.and_then(instant),
-        &state.observed.spans(),
+        &observed.unobserved,
+        &observed.slewed,
         now,
     );
     let at = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| rfc3339(t.timestamp_millis()));

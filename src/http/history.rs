@@ -79,7 +79,8 @@ impl PingView {
         PingView {
             n: p.n,
             kind: p.kind.as_str(),
-            date: rfc3339(p.at),
+            // As the wall clock read when it arrived (SPEC §12).
+            date: rfc3339(crate::clock::wall_of(p.at)),
             exit_status: p.exit_status,
             items: p.items,
             rid: p.rid,

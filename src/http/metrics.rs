@@ -133,7 +133,7 @@ async fn per_check(state: &AppState, now: i64) -> Result<Vec<Row>, String> {
         return Ok(Vec::new());
     };
     let settings = Arc::new(state.config.metrics.clone());
-    let spans = Arc::new(state.observed.spans());
+    let spans = Arc::new(state.observed.observation());
     let locks = Arc::new(
         state
             .store

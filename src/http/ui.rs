@@ -262,6 +262,17 @@ fn when(ms: Option<i64>, now: DateTime<Utc>) -> Option<When> {
     })
 }
 
+/// A ping's instant: how long ago on the server's timeline, and exactly as
+/// the wall clock read when it arrived (after a backward wall-clock step the
+/// two differ until the timeline has caught up; SPEC §12).
+fn when_pinged(ms: i64, now: DateTime<Utc>) -> Option<When> {
+    let t = DateTime::<Utc>::from_timestamp_millis(ms)?;
+    Some(When {
+        rel: relative(t, now),
+        exact: super::api::rfc3339(clock::wall_of(ms)),
+    })
+}
+
 fn when_str(s: Option<&str>, now: DateTime<Utc>) -> Option<When> {
     let t = DateTime::parse_from_rfc3339(s?).ok()?.with_timezone(&Utc);
     when(Some(t.timestamp_millis()), now)
@@ -320,7 +331,7 @@ async fn list(
             None => (l, None),
         });
     let checks = state.store.list_checks().await?;
-    let spans = state.observed.spans();
+    let spans = state.observed.observation();
     let mut cache = RulesCache::default();
     let mut all_labels: BTreeMap<String, String> = BTreeMap::new();
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -515,7 +526,7 @@ async fn check_page(
             PingRow {
                 n: p.n,
                 kind: p.kind.as_str(),
-                at: when(Some(p.at), now),
+                at: when_pinged(p.at, now),
                 exit_status: p.exit_status,
                 items: p.items,
                 rid: p.rid,

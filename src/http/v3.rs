@@ -756,7 +756,11 @@ fn ping_json(base: &str, uuid: Uuid, p: PingRecord) -> Value {
     } else {
         m.insert("type".into(), json!(p.kind.as_str()));
     }
-    m.insert("date".into(), json!(python_isoformat(p.at)));
+    // As the wall clock read when it arrived (SPEC §12).
+    m.insert(
+        "date".into(),
+        json!(python_isoformat(crate::clock::wall_of(p.at))),
+    );
     m.insert("n".into(), json!(p.n));
     m.insert("scheme".into(), json!(p.scheme));
     m.insert(

@@ -12,9 +12,9 @@ use axum::body::Bytes;
 use chrono::{DateTime, Duration, Utc};
 
 use super::MetricsSettings;
-use crate::domain::evaluate::Span;
 use crate::domain::measure::{measure, Measures};
 use crate::domain::status::Status;
+use crate::domain::timeline::Observation;
 use crate::notify::matcher::matches_all;
 use crate::notify::message::LabelSet;
 use crate::store::metrics::MetricCheck;
@@ -98,7 +98,7 @@ fn push_label(out: &mut String, key: &str, value: &str) {
 pub fn rows(
     selected: Vec<Selected>,
     states: Vec<CheckState>,
-    unobserved: &[Span],
+    observed: &Observation,
     locks: &HashMap<i64, i64>,
     now: DateTime<Utc>,
 ) -> Vec<Row> {
@@ -111,7 +111,14 @@ pub fn rows(
         let Some(st) = states.next_if(|st| st.id == s.id) else {
             continue;
         };
-        let mut m = measure(&st.rules, &st.summary, st.paused, unobserved, now);
+        let mut m = measure(
+            &st.rules,
+            &st.summary,
+            st.paused,
+            &observed.unobserved,
+            &observed.slewed,
+            now,
+        );
         m.locks_held = locks.get(&s.id).copied().unwrap_or(0);
         out.push(Row {
             labels: s.labels,
@@ -427,7 +434,7 @@ mod tests {
         let rows = rows(
             selected,
             vec![state(1), state(3)],
-            &[],
+            &Observation::default(),
             &HashMap::new(),
             Utc::now(),
         );
@@ -444,7 +451,7 @@ mod tests {
         let rows = rows(
             select(page, &settings(&[], "")),
             states,
-            &[],
+            &Observation::default(),
             &HashMap::new(),
             Utc::now(),
         );

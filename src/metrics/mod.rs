@@ -9,6 +9,7 @@ use prometheus::{
 
 use crate::domain::guard::{skip_class, SKIP_CLASSES};
 use crate::domain::ping::PingKind;
+use crate::domain::timeline::Direction;
 
 pub mod checks; // per-check series rendered at scrape time
 pub mod settings; // the [metrics] settings
@@ -67,6 +68,8 @@ pub struct Metrics {
     acknowledged: IntGauge,
     evaluator_lag: Gauge,
     is_leader: IntGauge,
+    /// Wall-clock steps found (`overdue_clock_steps_total{direction}`).
+    clock_steps: IntCounterVec,
     lease: crate::workers::lease::LeaseStats,
 }
 
@@ -136,6 +139,17 @@ impl Metrics {
             "1 when this replica evaluates checks and sends notifications.",
         )
         .expect("valid metric");
+        let clock_steps = IntCounterVec::new(
+            Opts::new(
+                "overdue_clock_steps_total",
+                "Wall-clock steps found (the wall clock moved more than 2 s more or less than the monotonic clock), by direction.",
+            ),
+            &["direction"],
+        )
+        .expect("valid metric");
+        for direction in [Direction::Forward, Direction::Backward] {
+            clock_steps.with_label_values(&[direction.as_str()]);
+        }
         let lease_counter =
             |name: &str, help: &str| IntCounter::new(name, help).expect("valid metric");
         let lease = crate::workers::lease::LeaseStats {
@@ -195,6 +209,7 @@ impl Metrics {
             Box::new(acknowledged.clone()),
             Box::new(evaluator_lag.clone()),
             Box::new(is_leader.clone()),
+            Box::new(clock_steps.clone()),
             Box::new(lease.renewals.clone()),
             Box::new(lease.losses.clone()),
             Box::new(lease.acquisitions.clone()),
@@ -214,8 +229,16 @@ impl Metrics {
             acknowledged,
             evaluator_lag,
             is_leader,
+            clock_steps,
             lease,
         }
+    }
+
+    /// Counts a wall-clock step.
+    pub fn clock_step(&self, direction: Direction) {
+        self.clock_steps
+            .with_label_values(&[direction.as_str()])
+            .inc();
     }
 
     /// The lease counters, for the lease loop to count into.

@@ -675,7 +675,7 @@ impl LeaderWorker for Dispatcher {
             .next_wake()
             .unwrap_or(i64::MAX)
             .min(self.last_resync + ms(RESYNC));
-        Duration::from_millis(u64::try_from(until - now_ms()).unwrap_or(0))
+        crate::clock::real_until(until)
     }
 
     async fn on_notice(&mut self, notice: DispatchNotice, now: UnixMs) {

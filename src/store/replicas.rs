@@ -1,6 +1,7 @@
 //! The replicas that accept pings: whether this one's database answers, the
 //! heartbeats every replica records, and the spans when none did (checks are
-//! not held to pings nobody could receive). The SQL is the same for both
+//! not held to pings nobody could receive), and the backward wall-clock steps
+//! the server's timeline slews over (`domain::timeline`). The SQL is the same for both
 //! backends but for how heartbeats are kept from racing and how one is
 //! recorded, which each backend's `Dialect` (dialect.rs) says;
 //! one macro implements [`ReplicaStore`] for each.
@@ -9,8 +10,9 @@ use async_trait::async_trait;
 
 use super::StoreError;
 use crate::domain::ping::UnixMs;
+use crate::domain::timeline::Slew;
 
-/// Health, heartbeats and unobserved spans.
+/// Health, heartbeats, unobserved spans and clock slews.
 #[async_trait]
 pub trait ReplicaStore {
     /// Succeeds when the database answers.
@@ -26,6 +28,13 @@ pub trait ReplicaStore {
     ) -> Result<Option<(UnixMs, UnixMs)>, StoreError>;
     /// Every unobserved span ending after `since`, in order.
     async fn unobserved_spans(&self, since: UnixMs) -> Result<Vec<(UnixMs, UnixMs)>, StoreError>;
+    /// The latest heartbeat of any replica: the latest instant the stored
+    /// state can hold.
+    async fn latest_beat(&self) -> Result<Option<UnixMs>, StoreError>;
+    /// Records a backward wall-clock step the timeline slews over (once).
+    async fn record_slew(&self, slew: Slew) -> Result<(), StoreError>;
+    /// Every slew recorded, in order.
+    async fn slews(&self) -> Result<Vec<Slew>, StoreError>;
 }
 
 /// Implements [`ReplicaStore`] for a store with a `pool` field that
@@ -89,6 +98,43 @@ macro_rules! impl_replica_store {
                 .bind(since)
                 .fetch_all(&self.pool)
                 .await?)
+            }
+
+            async fn latest_beat(
+                &self,
+            ) -> Result<Option<$crate::domain::ping::UnixMs>, $crate::store::StoreError> {
+                let (last,): (Option<i64>,) =
+                    sqlx::query_as("SELECT MAX(last_beat_at) FROM replicas")
+                        .fetch_one(&self.pool)
+                        .await?;
+                Ok(last)
+            }
+
+            async fn record_slew(
+                &self,
+                slew: $crate::domain::timeline::Slew,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query(
+                    "INSERT INTO clock_slews (at, wall_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                )
+                .bind(slew.at)
+                .bind(slew.wall)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn slews(
+                &self,
+            ) -> Result<Vec<$crate::domain::timeline::Slew>, $crate::store::StoreError> {
+                let rows: Vec<(i64, i64)> =
+                    sqlx::query_as("SELECT at, wall_at FROM clock_slews ORDER BY at")
+                        .fetch_all(&self.pool)
+                        .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(at, wall)| $crate::domain::timeline::Slew { at, wall })
+                    .collect())
             }
         }
     };

@@ -24,10 +24,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_ms;
-use crate::domain::evaluate::{evaluate, instant, Rules, RulesCache, Span};
+use crate::domain::evaluate::{evaluate_in, instant, Rules, RulesCache, Span};
 use crate::domain::overlap::overlap_since;
 use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::Status;
+use crate::domain::timeline::{spans_of, union, Observation};
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::store::{EvalCheck, Store, StoredStatus, Touched, Transition};
 use crate::workers::leading::{self, LeaderWorker};
@@ -77,6 +78,17 @@ impl Observed {
     /// The unobserved spans, in order.
     pub fn spans(&self) -> Vec<Span> {
         self.spans.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The unobserved spans (with those wall-clock steps forward skipped,
+    /// known before the next heartbeat records them) and the spans the
+    /// server's timeline slewed over after a backward step: what measuring a
+    /// limit needs.
+    pub fn observation(&self) -> Observation {
+        Observation {
+            unobserved: union(&self.spans(), &spans_of(&crate::clock::skipped())),
+            slewed: spans_of(&crate::clock::slewed()),
+        }
     }
 
     /// Records a successful heartbeat, and the span it found unobserved.
@@ -403,7 +415,7 @@ impl Evaluator {
             // outage then becomes an unobserved span).
             return;
         }
-        let spans = self.observed.spans();
+        let spans = self.observed.observation();
         let mut pending: Vec<(Transition, Option<UnixMs>)> = Vec::new();
         while let Some(Reverse((at, id, generation))) = self.heap.peek().copied() {
             if at > now {
@@ -539,7 +551,7 @@ impl Evaluator {
         }
     }
 
-    async fn process(&mut self, id: i64, now: UnixMs, spans: &[Span]) -> Outcome {
+    async fn process(&mut self, id: i64, now: UnixMs, spans: &Observation) -> Outcome {
         let Some(now_dt) = instant(now) else {
             return Outcome::Unchanged(None);
         };
@@ -549,7 +561,14 @@ impl Evaluator {
         let Some(rules) = entry.rules.clone() else {
             return Outcome::Unchanged(None);
         };
-        let mut eval = evaluate(&rules, &entry.summary, entry.paused, spans, now_dt);
+        let mut eval = evaluate_in(
+            &rules,
+            &entry.summary,
+            entry.paused,
+            &spans.unobserved,
+            &spans.slewed,
+            now_dt,
+        );
 
         // Close runs that outlived max_runtime, then judge again with them closed.
         if !eval.timed_out_runs.is_empty() {
@@ -574,7 +593,14 @@ impl Evaluator {
             let Some(entry) = self.entries.get(&id) else {
                 return Outcome::Unchanged(None);
             };
-            eval = evaluate(&rules, &entry.summary, entry.paused, spans, now_dt);
+            eval = evaluate_in(
+                &rules,
+                &entry.summary,
+                entry.paused,
+                &spans.unobserved,
+                &spans.slewed,
+                now_dt,
+            );
         }
 
         // The overlap alert, from the runs as they are now (timed-out ones
@@ -663,7 +689,9 @@ impl LeaderWorker for Evaluator {
         match self.next_wake() {
             // While not observing, look again at the heartbeat's pace.
             Some(_) if !self.observed.fresh(now) => RETRY,
-            Some(at) => Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0)),
+            // In real time: after a backward wall-clock step the timeline
+            // runs slow for a while.
+            Some(at) => crate::clock::real_until(at),
             None => Duration::from_secs(3600),
         }
     }

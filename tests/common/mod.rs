@@ -434,13 +434,34 @@ impl ChildServer {
         Self::spawn_with(binary, config, "info")
     }
 
+    /// Like [`ChildServer::spawn`], with these environment variables added
+    /// (e.g. `LD_PRELOAD` for libfaketime).
+    pub fn spawn_env(config: &Path, env: &[(&str, &std::ffi::OsStr)]) -> ChildServer {
+        Self::spawn_full(
+            Path::new(env!("CARGO_BIN_EXE_overdue")),
+            config,
+            "info",
+            env,
+        )
+    }
+
     fn spawn_with(binary: &Path, config: &Path, filter: &str) -> ChildServer {
+        Self::spawn_full(binary, config, filter, &[])
+    }
+
+    fn spawn_full(
+        binary: &Path,
+        config: &Path,
+        filter: &str,
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> ChildServer {
         let mut child = Command::new(binary)
             .arg("--config")
             .arg(config)
             .arg("serve")
             .env("RUST_LOG", filter)
             .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -1,0 +1,571 @@
+//! Wall-clock steps of ±2 h while the server runs (SPEC §12, §6.2): the real
+//! binary runs under libfaketime, whose offset the test moves through its
+//! timestamp file while the monotonic clock is left alone (a step as NTP or
+//! an operator makes one), with a real webhook receiver.
+//!
+//! - +2 h: no alert storm; a check still silent afterwards goes down once,
+//!   when its remaining time has passed.
+//! - −2 h: a check that was down stays down (API, dashboard, metrics), nothing
+//!   is resolved or announced twice, a check that keeps pinging stays up and
+//!   its instants never move back, and one that stops after the step goes
+//!   down after twice its interval of real time.
+//!
+//! Each step is counted in `overdue_clock_steps_total` and logged.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use common::sinks::WebhookSink;
+use common::{Backend, ChildServer, TestDb, HANG_GUARD};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+/// The server under libfaketime, its offset file and its receiver.
+struct Faked {
+    server: ChildServer,
+    config: PathBuf,
+    offset: PathBuf,
+    http: reqwest::Client,
+    sink: WebhookSink,
+    _db: TestDb,
+}
+
+impl Faked {
+    async fn start(test: &str, backend: Backend) -> Option<Faked> {
+        if !Path::new(LIBFAKETIME).exists() {
+            common::peer_missing(test, "libfaketime", "faketime");
+            return None;
+        }
+        let db = TestDb::new(backend).await;
+        let sink = WebhookSink::start().await;
+        let offset = db.dir.path().join("faketime");
+        std::fs::write(&offset, "+0\n").unwrap();
+        // One group per check, so each incident is its own notification; a
+        // short group_interval, so a wrong resolve would be sent at once.
+        let config = common::write_config(
+            db.dir.path(),
+            &db.config_toml(&format!(
+                r#"heartbeat_period = "1s"
+
+[[receivers]]
+name = "hook"
+type = "webhook"
+url = "{}"
+
+[route]
+receiver = "hook"
+group_by = ["check"]
+group_wait = "100ms"
+group_interval = "1s"
+"#,
+                sink.url("/hook")
+            )),
+        );
+        let server = spawn(&config, &offset);
+        Some(Faked {
+            server,
+            config,
+            offset,
+            http: common::client(),
+            sink,
+            _db: db,
+        })
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same database.
+    fn restart(&mut self) {
+        let _ = self.server.child.kill();
+        let _ = self.server.child.wait();
+        self.server = spawn(&self.config, &self.offset);
+    }
+
+    /// Moves the server's wall clock: `"+2h"`, `"-2h"` from real time.
+    fn set_offset(&self, offset: &str) {
+        std::fs::write(&self.offset, format!("{offset}\n")).unwrap();
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.server.base)
+    }
+
+    async fn create(&self, slug: &str, interval: &str) -> String {
+        let r = self
+            .http
+            .post(self.url("/api/v1/checks"))
+            .json(&json!({"slug": slug, "interval": interval}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        r.json::<Value>().await.unwrap()["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    async fn check(&self, uuid: &str) -> Value {
+        let r = self
+            .http
+            .get(self.url(&format!("/api/v1/checks/{uuid}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.json().await.unwrap()
+    }
+
+    /// The status the dashboard's page of the check shows.
+    async fn dashboard_status(&self, uuid: &str) -> String {
+        let r = self
+            .http
+            .get(self.url(&format!("/checks/{uuid}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let html = r.text().await.unwrap();
+        let at = html.find("id=\"status\">").expect("a status on the page") + 12;
+        html[at..html[at..].find('<').unwrap() + at].to_string()
+    }
+
+    /// Every sample of the metrics page whose line starts with `prefix`.
+    async fn metrics(&self, prefix: &str) -> Vec<(String, f64)> {
+        let text = self
+            .http
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(|l| {
+                let (series, value) = l.rsplit_once(' ').unwrap();
+                (series.to_string(), value.parse().unwrap())
+            })
+            .collect()
+    }
+
+    async fn clock_steps(&self, direction: &str) -> f64 {
+        let series = format!("overdue_clock_steps_total{{direction=\"{direction}\"}}");
+        self.metrics(&series).await.first().map_or(0.0, |s| s.1)
+    }
+
+    /// Waits until `overdue_clock_steps_total{direction}` reaches 1.
+    async fn counted(&self, direction: &str) {
+        while self.clock_steps(direction).await < 1.0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The notifications that listed `slug` with this alert status
+    /// (`firing` or `resolved`).
+    fn told(&self, slug: &str, status: &str) -> usize {
+        self.sink
+            .requests()
+            .iter()
+            .filter(|r| {
+                r.json()["alerts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a["labels"]["check"] == slug && a["status"] == status)
+            })
+            .count()
+    }
+
+    async fn wait_told(&self, slug: &str) -> Instant {
+        loop {
+            if let Some(r) = self.sink.requests().iter().find(|r| {
+                r.json()["alerts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a["labels"]["check"] == slug && a["status"] == "firing")
+            }) {
+                return r.received;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The date of the check's newest ping, as its log shows it.
+    async fn newest_ping_date(&self, uuid: &str) -> DateTime<Utc> {
+        let pings: Value = self
+            .http
+            .get(self.url(&format!("/api/v1/checks/{uuid}/pings")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        instant(&pings["pings"][0]["date"])
+    }
+}
+
+/// `overdue serve` under libfaketime, reading its offset from `offset` at
+/// every call; the monotonic clock is left alone.
+fn spawn(config: &Path, offset: &Path) -> ChildServer {
+    ChildServer::spawn_env(
+        config,
+        &[
+            ("LD_PRELOAD", LIBFAKETIME.as_ref()),
+            ("FAKETIME_TIMESTAMP_FILE", offset.as_os_str()),
+            // Read the offset file at every call, not once a second.
+            ("FAKETIME_NO_CACHE", "1".as_ref()),
+            ("DONT_FAKE_MONOTONIC", "1".as_ref()),
+        ],
+    )
+}
+
+fn instant(v: &Value) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("not an instant: {v}")))
+        .unwrap()
+        .to_utc()
+}
+
+/// Pings a check every 400 ms until stopped; keeps when each ping was sent
+/// and the status it was answered with.
+struct Pinger {
+    answers: Arc<Mutex<Vec<(Instant, u16)>>>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Pinger {
+    fn start(f: &Faked, uuid: &str) -> Pinger {
+        let answers = Arc::new(Mutex::new(Vec::new()));
+        let stop = CancellationToken::new();
+        let (http, url) = (f.http.clone(), f.url(&format!("/ping/{uuid}")));
+        let (kept, stopped) = (answers.clone(), stop.clone());
+        let task = tokio::spawn(async move {
+            while !stopped.is_cancelled() {
+                // When it was sent: the server received it no earlier.
+                let sent = Instant::now();
+                let status = http.get(&url).send().await.unwrap().status().as_u16();
+                kept.lock().unwrap().push((sent, status));
+                tokio::select! {
+                    _ = stopped.cancelled() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(400)) => {}
+                }
+            }
+        });
+        Pinger {
+            answers,
+            stop,
+            task,
+        }
+    }
+
+    /// Stops pinging; every answer, in order.
+    async fn stop(self) -> Vec<(Instant, u16)> {
+        self.stop.cancel();
+        self.task.await.unwrap();
+        let answers = self.answers.lock().unwrap().clone();
+        answers
+    }
+}
+
+fn all_accepted(answers: &[(Instant, u16)], what: &str) {
+    assert!(!answers.is_empty());
+    let refused: Vec<u16> = answers.iter().map(|a| a.1).filter(|s| *s != 200).collect();
+    assert!(refused.is_empty(), "{what}: pings refused: {refused:?}");
+}
+
+async fn forward(backend: Backend) {
+    let Some(f) = Faked::start("a_step_forward", backend).await else {
+        return;
+    };
+    let silent = f.create("silent", "3s").await;
+    let keeps = f.create("keeps", "3s").await;
+    tokio::time::timeout(HANG_GUARD, async {
+        let pinged = Instant::now();
+        let r = f.http.get(f.url(&format!("/ping/{silent}"))).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let pinger = Pinger::start(&f, &keeps);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+
+        // Two hours pass in an instant: 1 s of silent's 6 s had passed.
+        f.set_offset("+2h");
+        let stepped = Instant::now();
+        f.counted("forward").await;
+        // The server follows the wall clock.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let date = f.newest_ping_date(&keeps).await;
+        assert!(
+            date - Utc::now() > chrono::Duration::minutes(119),
+            "new pings carry the stepped time: {date}"
+        );
+        // No storm: silent is not down while its remaining 5 s run.
+        while stepped.elapsed() < Duration::from_secs(4) {
+            let c = f.check(&silent).await;
+            assert_ne!(c["status"], "down", "down at the step: {c}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(f.sink.requests().len(), 0, "nothing is sent at the step");
+
+        // It goes down once its remaining time has passed, and once.
+        let told = f.wait_told("silent").await;
+        assert!(
+            told.duration_since(pinged) >= Duration::from_secs(6),
+            "silent went down {:?} after its last ping, before twice its interval",
+            told.duration_since(pinged)
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(f.check(&silent).await["status"], "down");
+        assert_eq!(f.check(&keeps).await["status"], "up");
+        let answers = pinger.stop().await;
+        all_accepted(&answers, "keeps");
+        assert_eq!(f.told("silent", "firing"), 1, "announced once");
+        assert_eq!(f.told("silent", "resolved"), 0);
+        assert_eq!(f.told("keeps", "firing"), 0, "no storm");
+        assert_eq!(f.sink.requests().len(), 1);
+        assert_eq!(f.clock_steps("forward").await, 1.0);
+        assert_eq!(f.clock_steps("backward").await, 0.0);
+        let log = f.server.log();
+        assert_eq!(
+            log.matches("the wall clock stepped forward").count(),
+            1,
+            "logged once: {log}"
+        );
+        println!(
+            "forward: silent went down {:?} after its last ping (6 s of observed time), {} pings of keeps accepted",
+            told.duration_since(pinged),
+            answers.len()
+        );
+    })
+    .await
+    .expect("hang guard");
+}
+
+async fn backward(backend: Backend) {
+    let Some(f) = Faked::start("a_step_backward", backend).await else {
+        return;
+    };
+    let down = f.create("down", "2s").await;
+    let up = f.create("up", "2s").await;
+    let stops = f.create("stops", "2s").await;
+    tokio::time::timeout(HANG_GUARD, async {
+        let r = f.http.get(f.url(&format!("/ping/{down}"))).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let up_pinger = Pinger::start(&f, &up);
+        let stops_pinger = Pinger::start(&f, &stops);
+        // `down` goes down after 4 s and is announced.
+        f.wait_told("down").await;
+        let was = f.check(&up).await;
+        assert_eq!(was["status"], "up");
+        let (mut last_ping, mut last_success) =
+            (instant(&was["last_ping"]), instant(&was["last_success"]));
+
+        // The wall clock goes back two hours.
+        f.set_offset("-2h");
+        let stepped = Instant::now();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let stopped = stops_pinger.stop().await;
+        all_accepted(&stopped, "stops");
+        let stops_last = stopped.last().unwrap().0;
+        assert!(stops_last > stepped, "stops pinged after the step");
+        f.counted("backward").await;
+
+        // Until `stops` goes down, and a few seconds more: `down` stays
+        // down, `up` stays up, and up's instants never move back.
+        let mut went_down = None;
+        let mut looks = 0;
+        while went_down.is_none_or(|at: Instant| at.elapsed() < Duration::from_secs(3)) {
+            let d = f.check(&down).await;
+            assert_eq!((&d["status"], &d["reason"]), (&json!("down"), &json!("overdue")), "{d}");
+            let u = f.check(&up).await;
+            assert_eq!(u["status"], "up", "{u}");
+            let (p, s) = (instant(&u["last_ping"]), instant(&u["last_success"]));
+            assert!(p >= last_ping && s >= last_success, "moved back: {last_ping} -> {p}, {last_success} -> {s}");
+            (last_ping, last_success) = (p, s);
+            let st = f.check(&stops).await;
+            if went_down.is_none() && st["status"] == "down" {
+                went_down = Some(Instant::now());
+            }
+            looks += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let went_down = went_down.unwrap();
+        let after = went_down.duration_since(stops_last);
+        // Twice its interval of real time after its last ping: not before,
+        // and not twice as late (the slewed time counted at half value), nor
+        // two hours late.
+        assert!(after >= Duration::from_secs(4), "stops went down {after:?} after its last ping");
+        assert!(after < Duration::from_secs(6), "stops went down {after:?} after its last ping");
+
+        assert_eq!(f.dashboard_status(&down).await, "down");
+        assert_eq!(f.dashboard_status(&up).await, "up");
+        let up_metric = f.metrics("overdue_check_up{check=\"down\"").await;
+        assert_eq!(up_metric.len(), 1, "{up_metric:?}");
+        assert_eq!(up_metric[0].1, 0.0);
+        let state = f.metrics("overdue_check_status{check=\"down\"").await;
+        let firing: Vec<_> = state.iter().filter(|s| s.1 == 1.0).collect();
+        assert_eq!(firing.len(), 1, "{state:?}");
+        assert!(firing[0].0.contains("status=\"down\""), "{state:?}");
+        assert_eq!(f.metrics("overdue_check_up{check=\"up\"").await[0].1, 1.0);
+
+        // New pings carry the stepped time, in the ping log.
+        let date = f.newest_ping_date(&up).await;
+        let behind = Utc::now() - date;
+        assert!(
+            behind > chrono::Duration::minutes(119) && behind < chrono::Duration::minutes(121),
+            "the newest ping of up is dated {date}"
+        );
+        let answers = up_pinger.stop().await;
+        all_accepted(&answers, "up");
+        assert!(answers.iter().filter(|a| a.0 > stepped).count() >= 10);
+
+        f.wait_told("stops").await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(f.told("down", "firing"), 1, "down was announced once");
+        assert_eq!(f.told("down", "resolved"), 0, "down was never resolved");
+        assert_eq!(f.told("stops", "firing"), 1, "stops was announced once");
+        assert_eq!(f.told("stops", "resolved"), 0);
+        assert_eq!(f.told("up", "firing"), 0);
+        assert_eq!(f.sink.requests().len(), 2);
+        assert_eq!(f.clock_steps("backward").await, 1.0);
+        assert_eq!(f.clock_steps("forward").await, 0.0);
+        let log = f.server.log();
+        assert_eq!(
+            log.matches("the wall clock stepped backward").count(),
+            1,
+            "logged once: {log}"
+        );
+        println!(
+            "backward: stops went down {after:?} after its last ping; {looks} looks at the API over {:?}; {} pings of up accepted",
+            stepped.elapsed(),
+            answers.len()
+        );
+    })
+    .await
+    .expect("hang guard");
+}
+
+/// The wall clock steps back while the server is down: the restarted server
+/// finds the step against its last heartbeat and slews over it like one seen
+/// live; a second restart continues the stored slew (no new step).
+async fn while_down(backend: Backend) {
+    let Some(mut f) = Faked::start("a_step_backward_while_down", backend).await else {
+        return;
+    };
+    let down = f.create("down", "2s").await;
+    let up = f.create("up", "30s").await;
+    tokio::time::timeout(HANG_GUARD, async {
+        for uuid in [&down, &up] {
+            let r = f
+                .http
+                .get(f.url(&format!("/ping/{uuid}")))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+        }
+        f.wait_told("down").await;
+        let was = f.check(&up).await;
+        let before = instant(&was["last_ping"]);
+
+        f.set_offset("-2h");
+        f.restart();
+        f.counted("backward").await;
+        assert_eq!(f.check(&down).await["status"], "down");
+        let r = f
+            .http
+            .get(f.url(&format!("/ping/{up}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let now = f.check(&up).await;
+        assert_eq!(now["status"], "up");
+        assert!(
+            instant(&now["last_ping"]) >= before,
+            "moved back: {before} -> {now}"
+        );
+        assert_eq!(now["n_pings"], 2);
+        let log = f.server.log();
+        assert_eq!(
+            log.matches("the wall clock stepped backward").count(),
+            1,
+            "{log}"
+        );
+
+        // Restarted again, still two hours back: the stored slew goes on,
+        // and that is no new step.
+        let before = instant(&f.check(&up).await["last_ping"]);
+        f.restart();
+        let r = f
+            .http
+            .get(f.url(&format!("/ping/{up}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let now = f.check(&up).await;
+        assert!(
+            instant(&now["last_ping"]) >= before,
+            "moved back: {before} -> {now}"
+        );
+        assert_eq!(f.check(&down).await["status"], "down");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(f.clock_steps("backward").await, 0.0, "no new step");
+        assert!(!f.server.log().contains("the wall clock stepped"));
+        assert_eq!(
+            f.told("down", "firing"),
+            1,
+            "announced once across restarts"
+        );
+        assert_eq!(f.told("down", "resolved"), 0);
+        assert_eq!(f.sink.requests().len(), 1);
+    })
+    .await
+    .expect("hang guard");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_step_back_while_down_is_found_at_start_and_restarts_continue_the_slew() {
+    while_down(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_step_back_while_down_is_found_at_start_and_restarts_continue_the_slew() {
+    if !common::postgres_available("postgres_a_step_back_while_down…") {
+        return;
+    }
+    while_down(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_step_forward_raises_no_storm_and_silent_checks_go_down_once() {
+    forward(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_step_backward_keeps_down_checks_down_and_instants_in_order() {
+    backward(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_step_forward_raises_no_storm_and_silent_checks_go_down_once() {
+    if !common::postgres_available("postgres_a_step_forward…") {
+        return;
+    }
+    forward(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_step_backward_keeps_down_checks_down_and_instants_in_order() {
+    if !common::postgres_available("postgres_a_step_backward…") {
+        return;
+    }
+    backward(Backend::Postgres).await;
+}
