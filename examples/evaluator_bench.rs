@@ -345,7 +345,11 @@ fn rows_sql(rows: &[Row], created: i64) -> String {
                 r.last_success,
                 1 + r.id % 50,
                 if usual { "40" } else { "NULL" },
-                if usual { r.last_success.to_string() } else { "NULL".to_string() },
+                if usual {
+                    r.last_success.to_string()
+                } else {
+                    "NULL".to_string()
+                },
                 if usual { "42.5" } else { "NULL" },
             );
         }
