@@ -126,3 +126,19 @@ macro_rules! prune_history_on {
 }
 
 pub(crate) use prune_history_on;
+
+/// The body of [`RetentionStore::prune_item_history`] for a store whose pool
+/// is `$pool`, with `$lock` in place of `{lock}`.
+macro_rules! prune_item_history_on {
+    ($pool:expr, $lock:expr, $now:expr, $limit:expr) => {{
+        let sql = $crate::store::retention::ITEM_HOURS_SQL.replace("{lock}", $lock);
+        Ok(sqlx::query(&sql)
+            .bind($now.div_euclid(3_600_000))
+            .bind(i64::from($limit))
+            .execute($pool)
+            .await?
+            .rows_affected())
+    }};
+}
+
+pub(crate) use prune_item_history_on;

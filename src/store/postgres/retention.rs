@@ -43,13 +43,11 @@ impl crate::store::retention::RetentionStore for PgStore {
     }
 
     async fn prune_item_history(&self, now: UnixMs, limit: u32) -> Result<u64, StoreError> {
-        let sql =
-            crate::store::retention::ITEM_HOURS_SQL.replace("{lock}", " FOR UPDATE SKIP LOCKED");
-        Ok(sqlx::query(&sql)
-            .bind(now.div_euclid(3_600_000))
-            .bind(i64::from(limit))
-            .execute(&self.pool)
-            .await?
-            .rows_affected())
+        crate::store::retention::prune_item_history_on!(
+            &self.pool,
+            " FOR UPDATE SKIP LOCKED",
+            now,
+            limit
+        )
     }
 }

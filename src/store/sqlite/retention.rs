@@ -58,12 +58,6 @@ impl crate::store::retention::RetentionStore for SqliteStore {
 
     async fn prune_item_history(&self, now: UnixMs, limit: u32) -> Result<u64, StoreError> {
         let _w = self.writer.lock().await;
-        let sql = crate::store::retention::ITEM_HOURS_SQL.replace("{lock}", "");
-        Ok(sqlx::query(&sql)
-            .bind(now.div_euclid(3_600_000))
-            .bind(i64::from(limit))
-            .execute(&self.pool)
-            .await?
-            .rows_affected())
+        crate::store::retention::prune_item_history_on!(&self.pool, "", now, limit)
     }
 }
