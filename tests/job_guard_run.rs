@@ -225,6 +225,18 @@ both_backends!(
             .trim()
             .parse()
             .unwrap();
+        // The start ping goes out while the command already runs: on a
+        // loaded machine the job may be up before it is recorded, and a run
+        // never started cannot time out.
+        eventually("the start ping is recorded", || {
+            let s = &s;
+            let uuid = uuid.clone();
+            async move {
+                let v = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
+                v["running"] == true
+            }
+        })
+        .await;
         let killed_at = Instant::now();
         holder.kill().expect("SIGKILL overdue run");
         let _ = holder.wait();
