@@ -89,10 +89,24 @@ pub async fn run_with_metrics_listener(
         gap,
     );
     let started_at = crate::clock::now_ms();
-    store
-        .heartbeat(&replica, started_at, started_at, gap)
+    let outage = store
+        .heartbeat(
+            &replica,
+            started_at,
+            started_at,
+            gap,
+            &crate::clock::skipped(),
+        )
         .await
         .context("cannot record the first heartbeat")?;
+    if let Some(s) = outage {
+        tracing::warn!(
+            from = %crate::domain::evaluate::instant(s.start).map(|t| t.to_rfc3339()).unwrap_or_default(),
+            to = %crate::domain::evaluate::instant(s.end).map(|t| t.to_rfc3339()).unwrap_or_default(),
+            "no replica accepted pings in this span (before this start): it does not count \
+             toward any limit"
+        );
+    }
     let spans = store
         .unobserved_spans(0)
         .await
