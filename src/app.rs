@@ -381,9 +381,16 @@ fn start_notifications(
         notify.clone(),
         Arc::new(SendContext::guarded(replica, config.webhooks.clone())),
         config.base_url.clone(),
-        wake,
+        wake.clone(),
     );
     deliverer.count_attempts(metrics.notification_attempts());
+    let blind_spots = crate::workers::blind_spots::BlindSpots {
+        store: store.clone(),
+        config: updates.clone(),
+        base_url: config.base_url.clone(),
+        deliver: wake.clone(),
+        period: config.heartbeat_period,
+    };
     deliverer.follow(updates);
     let Workers {
         tracker,
@@ -392,6 +399,7 @@ fn start_notifications(
     } = workers;
     tracker.spawn(dispatcher.run(stop.clone(), leader.clone()));
     tracker.spawn(deliverer.run(stop.clone(), leader.clone()));
+    tracker.spawn(blind_spots.run(stop.clone(), leader.clone()));
     if notify.enabled() {
         tracing::info!(receivers = notify.receivers.len(), "notifications enabled");
     }
