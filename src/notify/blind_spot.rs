@@ -146,6 +146,23 @@ pub fn listed_checks(alert: &Alert) -> Option<(Vec<&str>, usize)> {
     Some((listed, more))
 }
 
+/// A blind spot's message for receivers' tests: 2026-12-05T03:00:00Z to
+/// 03:10:03Z, `listed` checks named `job_000`… of `total`.
+#[cfg(test)]
+pub(crate) fn example(listed: usize, total: usize) -> Message {
+    let at = DateTime::from_timestamp(1_796_439_600, 0).unwrap_or_default();
+    let checks: Vec<_> = (0..listed).map(|i| (at, format!("job_{i:03}"))).collect();
+    let n = blind_spot_notice(
+        (1_796_439_600_000, 1_796_440_203_000),
+        &checks,
+        total,
+        "ops",
+        "http://o",
+        1_796_440_300_000,
+    );
+    serde_json::from_str(&n.payload).unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn rfc3339(ms: UnixMs) -> String {
     DateTime::<Utc>::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))

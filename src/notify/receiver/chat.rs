@@ -307,17 +307,7 @@ mod tests {
     }
 
     fn blind_spot(listed: usize, total: usize) -> Message {
-        let at = chrono::DateTime::from_timestamp(1_796_439_600, 0).unwrap();
-        let checks: Vec<_> = (0..listed).map(|i| (at, format!("job_{i:03}"))).collect();
-        let n = crate::notify::blind_spot::blind_spot_notice(
-            (1_796_439_600_000, 1_796_440_203_000),
-            &checks,
-            total,
-            "ops",
-            "http://o",
-            1_796_440_300_000,
-        );
-        serde_json::from_str(&n.payload).unwrap()
+        crate::notify::blind_spot::example(listed, total)
     }
 
     #[test]
