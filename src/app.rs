@@ -89,10 +89,24 @@ pub async fn run_with_metrics_listener(
         gap,
     );
     let started_at = crate::clock::now_ms();
-    store
-        .heartbeat(&replica, started_at, started_at, gap)
+    let outage = store
+        .heartbeat(
+            &replica,
+            started_at,
+            started_at,
+            gap,
+            &crate::clock::skipped(),
+        )
         .await
         .context("cannot record the first heartbeat")?;
+    if let Some(s) = outage {
+        tracing::warn!(
+            from = %crate::domain::evaluate::instant(s.start).map(|t| t.to_rfc3339()).unwrap_or_default(),
+            to = %crate::domain::evaluate::instant(s.end).map(|t| t.to_rfc3339()).unwrap_or_default(),
+            "no replica accepted pings in this span (before this start): it does not count \
+             toward any limit"
+        );
+    }
     let spans = store
         .unobserved_spans(0)
         .await
@@ -367,9 +381,16 @@ fn start_notifications(
         notify.clone(),
         Arc::new(SendContext::guarded(replica, config.webhooks.clone())),
         config.base_url.clone(),
-        wake,
+        wake.clone(),
     );
     deliverer.count_attempts(metrics.notification_attempts());
+    let blind_spots = crate::workers::blind_spots::BlindSpots {
+        store: store.clone(),
+        config: updates.clone(),
+        base_url: config.base_url.clone(),
+        deliver: wake.clone(),
+        period: config.heartbeat_period,
+    };
     deliverer.follow(updates);
     let Workers {
         tracker,
@@ -378,6 +399,7 @@ fn start_notifications(
     } = workers;
     tracker.spawn(dispatcher.run(stop.clone(), leader.clone()));
     tracker.spawn(deliverer.run(stop.clone(), leader.clone()));
+    tracker.spawn(blind_spots.run(stop.clone(), leader.clone()));
     if notify.enabled() {
         tracing::info!(receivers = notify.receivers.len(), "notifications enabled");
     }

@@ -7,7 +7,9 @@
 //! - once it is back pings get `200` again, without restarting overdue;
 //! - the outage is unobserved time: a check whose deadline fell inside it is
 //!   not marked late or down because of it, and one that stays silent
-//!   afterwards goes down once the rest of its limit has passed.
+//!   afterwards goes down once the rest of its limit has passed;
+//! - it is a blind spot: the fallback receiver gets one notice naming the
+//!   span and both checks (SPEC §6.2).
 //!
 //! `OVERDUE_SOAK=1` repeats the outage several times (see docs/reliability.md).
 
@@ -20,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use common::sinks::WebhookSink;
 use common::{client, release_binary, write_config, ChildServer, PING_KEY};
 use serde_json::{json, Value};
 
@@ -194,13 +197,21 @@ async fn pings_get_503_while_the_database_is_down_and_the_outage_is_unobserved()
         1
     };
     let dir = tempfile::tempdir().unwrap();
+    // The route's receiver, and the fallback receiver that is told of blind spots.
+    let (hook, ops) = (WebhookSink::start().await, WebhookSink::start().await);
     // A beat a second: an outage longer than two seconds is unobserved.
     let config = write_config(
         dir.path(),
         &format!(
             "listen = \"127.0.0.1:0\"\ndatabase_url = \"{}\"\nping_key = \"{PING_KEY}\"\n\
-             heartbeat_period = \"1s\"\nlease_ttl = \"3s\"\nping_log_limit = 1000000\n",
-            cluster.url()
+             heartbeat_period = \"1s\"\nlease_ttl = \"3s\"\nping_log_limit = 1000000\n\
+             fallback_receiver = \"ops\"\n\n\
+             [[receivers]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{}\"\ntimeout = \"2s\"\n\n\
+             [[receivers]]\nname = \"ops\"\ntype = \"webhook\"\nurl = \"{}\"\ntimeout = \"2s\"\n\n\
+             [route]\nreceiver = \"hook\"\n",
+            cluster.url(),
+            hook.url("/hook"),
+            ops.url("/ops")
         ),
     );
     let server = ChildServer::spawn_binary(&release_binary(), &config);
@@ -248,8 +259,13 @@ async fn pings_get_503_while_the_database_is_down_and_the_outage_is_unobserved()
     }
 
     for round in 1..=outages {
-        outage(round, &cluster, &server, &http, &base, &outcomes).await;
+        outage(round, &cluster, &server, &http, &base, &outcomes, &ops).await;
     }
+    assert_eq!(
+        ops.requests().len(),
+        outages,
+        "one blind-spot notice per outage"
+    );
 
     stop.store(true, Ordering::Release);
     for c in clients {
@@ -284,6 +300,7 @@ async fn outage(
     http: &reqwest::Client,
     base: &str,
     outcomes: &Arc<Mutex<Vec<Outcome>>>,
+    ops: &WebhookSink,
 ) {
     // Both go late 4s and down 8s after their ping: inside the outage.
     let silent = create(http, base, &format!("silent-{round}"), "4s", "4s").await;
@@ -401,6 +418,37 @@ async fn outage(
     }
     let downs = flips.iter().filter(|f| f.1 == "down").count();
     assert_eq!(downs, 1, "{flips:?}");
+    // The fallback receiver was told of the blind spot, once, naming both
+    // checks: their check-ins were due inside it (the one that checked in
+    // since is judged from its pings before the outage).
+    let told = ops.wait_for(round, Duration::from_secs(60)).await;
+    assert_eq!(told.len(), round, "one notice per outage");
+    let notice = told[round - 1].json();
+    let a = &notice["alerts"][0];
+    assert_eq!(a["labels"]["alertname"], "OverdueBlindSpot", "{notice}");
+    let listed: Vec<&str> = a["annotations"]["checks"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .collect();
+    for name in [format!("silent-{round}"), format!("returns-{round}")] {
+        assert!(listed.contains(&name.as_str()), "{name} not in {listed:?}");
+    }
+    assert!(!listed.contains(&"load"), "{listed:?}");
+    let span_start: DateTime<Utc> = a["annotations"]["span_start"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let span_end: DateTime<Utc> = a["annotations"]["span_end"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        span_start <= down_wall && span_end > up_wall - chrono::Duration::seconds(1),
+        "span {span_start} – {span_end}, database down {down_wall} – {up_wall}"
+    );
     let down_at = flips.iter().find(|f| f.1 == "down").unwrap().0;
     // Little of its limit passed before the outage, and it checked in again
     // soon after and all along: the outage must not make it late or down.

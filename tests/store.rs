@@ -9,6 +9,8 @@ use overdue::config::Config;
 use overdue::domain::check::{CheckInput, CheckSpec};
 use overdue::domain::fold::Ping;
 use overdue::domain::ping::PingKind;
+use overdue::store::notify::{NewNotification, NotificationFilter, KIND_BLIND_SPOT};
+use overdue::store::replicas::Unobserved;
 use overdue::store::{CheckSource, Store, StoreError};
 use uuid::Uuid;
 
@@ -421,26 +423,149 @@ both_backends!(
 both_backends!(heartbeats_record_unobserved_spans, |backend| async move {
     let (_db, store) = open(backend).await;
     assert_eq!(
-        store.heartbeat("r1", 0, 1_000, 500).await.unwrap(),
+        store.heartbeat("r1", 0, 1_000, 500, &[]).await.unwrap(),
         None,
         "first ever"
     );
-    assert_eq!(store.heartbeat("r1", 0, 1_400, 500).await.unwrap(), None);
     assert_eq!(
-        store.heartbeat("r2", 0, 1_800, 500).await.unwrap(),
+        store.heartbeat("r1", 0, 1_400, 500, &[]).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.heartbeat("r2", 0, 1_800, 500, &[]).await.unwrap(),
         None,
         "any replica counts"
     );
     assert_eq!(
-        store.heartbeat("r1", 0, 5_000, 500).await.unwrap(),
-        Some((1_800, 5_000))
+        store.heartbeat("r1", 0, 5_000, 500, &[]).await.unwrap(),
+        Some(Unobserved {
+            start: 1_800,
+            end: 5_000,
+            blind: true
+        })
     );
-    assert_eq!(store.heartbeat("r2", 0, 5_100, 500).await.unwrap(), None);
+    assert_eq!(
+        store.heartbeat("r2", 0, 5_100, 500, &[]).await.unwrap(),
+        None
+    );
     assert_eq!(
         store.unobserved_spans(0).await.unwrap(),
         vec![(1_800, 5_000)]
     );
     assert_eq!(store.unobserved_spans(5_000).await.unwrap(), vec![]);
+});
+
+both_backends!(
+    a_span_a_clock_step_made_is_unobserved_but_no_blind_spot,
+    |backend| async move {
+        let (_db, store) = open(backend).await;
+        store.heartbeat("r1", 0, 1_000, 500, &[]).await.unwrap();
+        // The clock stepped forward 2 h at 1_200; the next beat came 300 ms of
+        // real time after the last one.
+        let h2 = 7_200_000;
+        assert_eq!(
+            store
+                .heartbeat("r1", 0, 1_300 + h2, 500, &[(1_200, 1_200 + h2)])
+                .await
+                .unwrap(),
+            Some(Unobserved {
+                start: 1_000,
+                end: 1_300 + h2,
+                blind: false
+            })
+        );
+        // A real outage after it is one.
+        let later = 1_300 + h2 + 60_000;
+        assert_eq!(
+            store
+                .heartbeat("r1", 0, later, 500, &[(1_200, 1_200 + h2)])
+                .await
+                .unwrap()
+                .map(|s| s.blind),
+            Some(true)
+        );
+        // Both count toward no limit; only the outage waits to be told.
+        assert_eq!(store.unobserved_spans(0).await.unwrap().len(), 2);
+        assert_eq!(
+            store.pending_blind_spots().await.unwrap(),
+            vec![(1_300 + h2, later)]
+        );
+    }
+);
+
+both_backends!(a_blind_spot_is_told_once, |backend| async move {
+    let (_db, store) = open(backend).await;
+    store.heartbeat("r1", 0, 1_000, 500, &[]).await.unwrap();
+    store.heartbeat("r1", 0, 60_000, 500, &[]).await.unwrap();
+    store.heartbeat("r1", 0, 60_400, 500, &[]).await.unwrap();
+    store.heartbeat("r1", 0, 90_000, 500, &[]).await.unwrap();
+    assert_eq!(
+        store.pending_blind_spots().await.unwrap(),
+        vec![(1_000, 60_000), (60_400, 90_000)]
+    );
+    let notice = |receiver: &str, checks: &[&str]| NewNotification {
+        id: "blind-1000".into(),
+        group_key: "blind".into(),
+        receiver: receiver.into(),
+        seq: 1_000,
+        kind: KIND_BLIND_SPOT,
+        created_at: 95_000,
+        announced: Vec::new(),
+        firing: Vec::new(),
+        payload: checks.join("\n"),
+    };
+    let first = notice("ops", &["a"]);
+    assert!(store
+        .enqueue_blind_spot(1_000, Some(&first), 95_000)
+        .await
+        .unwrap());
+    // A restart, or a second leader with another view: nothing more.
+    let second = notice("ops", &["a", "b"]);
+    assert!(!store
+        .enqueue_blind_spot(1_000, Some(&second), 96_000)
+        .await
+        .unwrap());
+    let other_receiver = notice("pager", &["a"]);
+    assert!(!store
+        .enqueue_blind_spot(1_000, Some(&other_receiver), 96_000)
+        .await
+        .unwrap());
+    assert!(!store.enqueue_blind_spot(1_000, None, 96_000).await.unwrap());
+    // A span that is no blind spot, or none at all, is never told.
+    assert!(!store.enqueue_blind_spot(5, None, 96_000).await.unwrap());
+    assert_eq!(
+        store.pending_blind_spots().await.unwrap(),
+        vec![(60_400, 90_000)]
+    );
+    let log = store
+        .list_notifications(&NotificationFilter {
+            limit: 100,
+            ..NotificationFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0].id, first.id);
+    assert_eq!(log[0].kind, "blind_spot");
+    assert_eq!(log[0].state, "pending");
+    assert_eq!(log[0].payload, first.payload);
+    // Marked without a notice (no check was expected): told all the same.
+    assert!(store
+        .enqueue_blind_spot(60_400, None, 97_000)
+        .await
+        .unwrap());
+    assert!(store.pending_blind_spots().await.unwrap().is_empty());
+    assert_eq!(
+        store
+            .list_notifications(&NotificationFilter {
+                limit: 100,
+                ..NotificationFilter::default()
+            })
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 });
 
 both_backends!(unfolded_pings_are_read_back_at_once, |backend| async move {
@@ -541,7 +666,7 @@ both_backends!(folds_are_bounded_and_ordered, |backend| async move {
 async fn sqlite_heartbeat_waits_for_a_concurrent_writer() {
     use sqlx::Connection;
     let (db, store) = open(Backend::Sqlite).await;
-    store.heartbeat("r1", 0, 1_000, 500).await.unwrap();
+    store.heartbeat("r1", 0, 1_000, 500, &[]).await.unwrap();
     let mut other = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
     sqlx::raw_sql("BEGIN IMMEDIATE; INSERT INTO replicas (id, started_at, last_beat_at) VALUES ('x', 0, 1100);")
         .execute(&mut other)
@@ -551,7 +676,7 @@ async fn sqlite_heartbeat_waits_for_a_concurrent_writer() {
         tokio::time::sleep(std::time::Duration::from_millis(400)).await;
         sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
     };
-    let (beat, ()) = tokio::join!(store.heartbeat("r1", 0, 1_200, 500), release);
+    let (beat, ()) = tokio::join!(store.heartbeat("r1", 0, 1_200, 500, &[]), release);
     assert_eq!(beat.unwrap(), None);
 }
 

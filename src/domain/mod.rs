@@ -1,6 +1,7 @@
 //! Pure logic, no I/O: checks, schedules, windows, what pings do, statuses.
 
 pub mod active_hours; // active hours (quiet windows) in a check's time zone
+pub mod blind_spot; // blind spots: which unobserved spans are, and the checks expected in them
 pub mod check; // a check's definition, its validation, and a check as stored
 pub mod depends; // depends_on: the graph of which checks wait for which; unknown slugs, cycles
 pub mod evaluate; // evaluate(rules, summary, now): the status and the next instant it can change

@@ -14,6 +14,8 @@ pub type LabelSet = BTreeMap<String, String>;
 pub const ALERTNAME_CHECK: &str = "OverdueCheck";
 /// The `alertname` of a check's overlap alert (two or more runs open).
 pub const ALERTNAME_OVERLAP: &str = "OverdueOverlap";
+/// The `alertname` of a blind spot's notice (SPEC §6.2).
+pub const ALERTNAME_BLIND_SPOT: &str = "OverdueBlindSpot";
 
 /// Whether an alert (or a whole message) is firing or resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

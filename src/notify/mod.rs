@@ -9,6 +9,7 @@
 //! through a [`receiver::Receiver`].
 
 pub mod ack; // signed acknowledge links
+pub mod blind_spot; // the notice of a span nobody observed, to the fallback receiver
 pub mod deliver; // the deliverer: sends queued notifications with retries and dead letters
 pub mod dispatch; // the dispatcher: routes alerts into groups and enqueues at each flush
 pub mod group; // aggregation groups and their timing

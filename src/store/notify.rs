@@ -98,6 +98,9 @@ pub struct NewNotification {
 pub const KIND_ALERTS: &str = "alerts";
 /// The aggregated "N notifications could not be delivered" notice.
 pub const KIND_UNDELIVERED: &str = "undelivered";
+/// The notice of a blind spot (SPEC §6.2): a span nobody observed, and the
+/// checks expected to check in during it.
+pub const KIND_BLIND_SPOT: &str = "blind_spot";
 
 /// A stored notification.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -251,6 +254,17 @@ pub trait NotifyStore: Send + Sync {
         &self,
         notice: &NewNotification,
         reported: &[String],
+    ) -> Result<bool, StoreError>;
+    /// Marks the blind spot that starts at `span_start` as told, and
+    /// enqueues its notice (none: nobody is told, e.g. no receiver or no
+    /// check was expected), together, in a leader-only transaction;
+    /// `false` when it was marked already (by a restart or another leader)
+    /// or the notice exists: nothing is enqueued twice.
+    async fn enqueue_blind_spot(
+        &self,
+        span_start: UnixMs,
+        notice: Option<&NewNotification>,
+        now: UnixMs,
     ) -> Result<bool, StoreError>;
     /// Notifications, newest first.
     async fn list_notifications(
@@ -607,6 +621,53 @@ macro_rules! impl_notify_store {
                         q = q.bind(id);
                     }
                     q.execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn enqueue_blind_spot(
+                &self,
+                span_start: $crate::domain::ping::UnixMs,
+                notice: Option<&$crate::store::notify::NewNotification>,
+                now: $crate::domain::ping::UnixMs,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_fenced().await?;
+                // A second leader waits here for the first one's commit, then
+                // finds the span marked.
+                let marked = sqlx::query(
+                    "UPDATE unobserved SET noticed_at = $1 \
+                     WHERE start_at = $2 AND blind AND noticed_at IS NULL",
+                )
+                .bind(now)
+                .bind(span_start)
+                .execute(&mut *tx)
+                .await?;
+                if marked.rows_affected() == 0 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                if let Some(n) = notice {
+                    let done = sqlx::query(
+                        "INSERT INTO notifications (id, group_key, receiver, seq, kind, created_at, \
+                         announced, firing, payload, state, next_attempt_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, '[]', '[]', $7, 'pending', $6) \
+                         ON CONFLICT DO NOTHING",
+                    )
+                    .bind(&n.id)
+                    .bind(&n.group_key)
+                    .bind(&n.receiver)
+                    .bind(n.seq)
+                    .bind(n.kind)
+                    .bind(n.created_at)
+                    .bind(&n.payload)
+                    .execute(&mut *tx)
+                    .await?;
+                    if done.rows_affected() == 0 {
+                        // Enqueued already: the span is told.
+                        tx.commit().await?;
+                        return Ok(false);
+                    }
                 }
                 tx.commit().await?;
                 Ok(true)

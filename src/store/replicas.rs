@@ -1,6 +1,7 @@
 //! The replicas that accept pings: whether this one's database answers, the
 //! heartbeats every replica records, and the spans when none did (checks are
-//! not held to pings nobody could receive), and the backward wall-clock steps
+//! not held to pings nobody could receive; those a wall-clock step did not
+//! make are blind spots, told to the fallback receiver once), and the backward wall-clock steps
 //! the server's timeline slews over (`domain::timeline`). The SQL is the same for both
 //! backends but for how heartbeats are kept from racing and how one is
 //! recorded, which each backend's `Dialect` (dialect.rs) says;
@@ -12,22 +13,37 @@ use super::StoreError;
 use crate::domain::ping::UnixMs;
 use crate::domain::timeline::Slew;
 
+/// An unobserved span a heartbeat recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unobserved {
+    pub start: UnixMs,
+    pub end: UnixMs,
+    /// A blind spot (`domain::blind_spot::is_blind_spot`): not made by a
+    /// wall-clock step while this replica ran.
+    pub blind: bool,
+}
+
 /// Health, heartbeats, unobserved spans and clock slews.
 #[async_trait]
 pub trait ReplicaStore {
     /// Succeeds when the database answers.
     async fn health(&self) -> Result<(), StoreError>;
     /// Records that `replica` accepts pings at `now`; if no replica did for
-    /// longer than `gap`, records and returns that span as unobserved.
+    /// longer than `gap`, records and returns that span as unobserved, and
+    /// as a blind spot unless the spans wall-clock steps forward skipped
+    /// while this replica ran (`skipped`) leave no more than `gap` of it.
     async fn heartbeat(
         &self,
         replica: &str,
         started_at: UnixMs,
         now: UnixMs,
         gap: i64,
-    ) -> Result<Option<(UnixMs, UnixMs)>, StoreError>;
+        skipped: &[(UnixMs, UnixMs)],
+    ) -> Result<Option<Unobserved>, StoreError>;
     /// Every unobserved span ending after `since`, in order.
     async fn unobserved_spans(&self, since: UnixMs) -> Result<Vec<(UnixMs, UnixMs)>, StoreError>;
+    /// The blind spots whose notice was not enqueued yet, oldest first.
+    async fn pending_blind_spots(&self) -> Result<Vec<(UnixMs, UnixMs)>, StoreError>;
     /// The latest heartbeat of any replica: the latest instant the stored
     /// state can hold.
     async fn latest_beat(&self) -> Result<Option<UnixMs>, StoreError>;
@@ -54,24 +70,34 @@ macro_rules! impl_replica_store {
                 started_at: $crate::domain::ping::UnixMs,
                 now: $crate::domain::ping::UnixMs,
                 gap: i64,
-            ) -> Result<
-                Option<($crate::domain::ping::UnixMs, $crate::domain::ping::UnixMs)>,
-                $crate::store::StoreError,
-            > {
+                skipped: &[($crate::domain::ping::UnixMs, $crate::domain::ping::UnixMs)],
+            ) -> Result<Option<$crate::store::replicas::Unobserved>, $crate::store::StoreError>
+            {
                 use $crate::store::dialect::Dialect as _;
                 let mut tx = self.begin_beats().await?;
                 let (last,): (Option<i64>,) =
                     sqlx::query_as("SELECT MAX(last_beat_at) FROM replicas")
                         .fetch_one(&mut *tx)
                         .await?;
-                let span = last.filter(|l| now - l > gap).map(|l| (l, now));
-                if let Some((start, end)) = span {
+                let span = last.filter(|l| now - l > gap).map(|start| {
+                    $crate::store::replicas::Unobserved {
+                        start,
+                        end: now,
+                        blind: $crate::domain::blind_spot::is_blind_spot(
+                            (start, now),
+                            skipped,
+                            gap,
+                        ),
+                    }
+                });
+                if let Some(s) = span {
                     sqlx::query(
-                        "INSERT INTO unobserved (start_at, end_at) VALUES ($1, $2) \
+                        "INSERT INTO unobserved (start_at, end_at, blind) VALUES ($1, $2, $3) \
                          ON CONFLICT DO NOTHING",
                     )
-                    .bind(start)
-                    .bind(end)
+                    .bind(s.start)
+                    .bind(s.end)
+                    .bind(s.blind)
                     .execute(&mut *tx)
                     .await?;
                 }
@@ -96,6 +122,20 @@ macro_rules! impl_replica_store {
                     "SELECT start_at, end_at FROM unobserved WHERE end_at > $1 ORDER BY start_at",
                 )
                 .bind(since)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
+            async fn pending_blind_spots(
+                &self,
+            ) -> Result<
+                Vec<($crate::domain::ping::UnixMs, $crate::domain::ping::UnixMs)>,
+                $crate::store::StoreError,
+            > {
+                Ok(sqlx::query_as(
+                    "SELECT start_at, end_at FROM unobserved \
+                     WHERE blind AND noticed_at IS NULL ORDER BY start_at",
+                )
                 .fetch_all(&self.pool)
                 .await?)
             }

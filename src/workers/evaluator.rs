@@ -743,16 +743,31 @@ pub async fn beat(
     gap: i64,
 ) -> bool {
     let now = now_ms();
-    match store.heartbeat(replica, started_at, now, gap).await {
+    let skipped = crate::clock::skipped();
+    match store
+        .heartbeat(replica, started_at, now, gap, &skipped)
+        .await
+    {
         Ok(span) => {
-            if let Some((a, b)) = span {
-                tracing::warn!(
-                    from = %instant(a).map(|t| t.to_rfc3339()).unwrap_or_default(),
-                    to = %instant(b).map(|t| t.to_rfc3339()).unwrap_or_default(),
-                    "no replica accepted pings in this span: it does not count toward any limit"
-                );
+            if let Some(s) = span {
+                let from = instant(s.start).map(|t| t.to_rfc3339()).unwrap_or_default();
+                let to = instant(s.end).map(|t| t.to_rfc3339()).unwrap_or_default();
+                if s.blind {
+                    tracing::warn!(
+                        from = %from,
+                        to = %to,
+                        "no replica accepted pings in this span: it does not count toward any limit"
+                    );
+                } else {
+                    tracing::warn!(
+                        from = %from,
+                        to = %to,
+                        "a wall-clock step skipped this span: it does not count toward any limit; \
+                         no blind spot (the server ran)"
+                    );
+                }
             }
-            observed.beat(now, span);
+            observed.beat(now, span.map(|s| (s.start, s.end)));
             true
         }
         Err(e) => {

@@ -10,6 +10,7 @@ use super::http::post;
 use super::template::{check_of, default_subject, Templates};
 use super::webhook::{idempotency_value, IDEMPOTENCY_KEY};
 use super::{SendContext, SendError};
+use crate::notify::blind_spot::listed_checks;
 use crate::notify::message::{Alert, AlertStatus, Message};
 
 /// The message text: the receiver's `text_template` when it has one, else
@@ -88,6 +89,11 @@ pub(super) fn title(message: &Message, markup: Markup) -> String {
 
 /// One alert: its check, state, reason, last ping and link.
 pub(super) fn alert_line(alert: &Alert, markup: Markup) -> String {
+    if let Some(summary) = listed_checks(alert).and(alert.annotations.get("summary")) {
+        // A blind spot is no check's: what happened (the span, how many
+        // checks), before the checks it lists.
+        return format!("{}:", escape(summary, markup));
+    }
     let check = escape(check_of(alert), markup);
     let state = match alert.status {
         AlertStatus::Resolved => "RESOLVED".to_string(),
@@ -160,13 +166,18 @@ pub(super) fn acknowledged_lines(message: &Message, markup: Markup) -> Vec<Strin
 /// the alerts that do not fit (and those the message itself left out) are
 /// counted in a last line "… and N more".
 pub(super) fn within(message: &Message, markup: Markup, head: &str, max: usize) -> String {
-    let mut lines: Vec<String> = message
-        .alerts
-        .iter()
-        .map(|a| alert_line(a, markup))
-        .collect();
+    let mut lines: Vec<String> = Vec::new();
+    let mut left_out = usize::try_from(message.truncated_alerts).unwrap_or(usize::MAX);
+    for a in &message.alerts {
+        lines.push(alert_line(a, markup));
+        if let Some((checks, more)) = listed_checks(a) {
+            // A blind spot's checks, a line each; those it does not list
+            // are counted in the last line.
+            lines.extend(checks.iter().map(|c| format!("• {}", escape(c, markup))));
+            left_out = left_out.saturating_add(more);
+        }
+    }
     lines.extend(acknowledged_lines(message, markup));
-    let left_out = usize::try_from(message.truncated_alerts).unwrap_or(usize::MAX);
     let mut out = cut(head, max);
     let mut used = out.chars().count();
     for (i, line) in lines.iter().enumerate() {
@@ -293,6 +304,48 @@ mod tests {
         assert!(html.contains("&lt;b&gt;x&lt;/b&gt;"), "{html}");
         let md = within(&m, Markup::Markdown, "", 4096);
         assert!(md.contains("\\*y\\*\\_z\\_"), "{md}");
+    }
+
+    fn blind_spot(listed: usize, total: usize) -> Message {
+        crate::notify::blind_spot::example(listed, total)
+    }
+
+    #[test]
+    fn a_blind_spot_says_what_happened_and_lists_its_checks_a_line_each() {
+        let m = blind_spot(2, 2);
+        let t = within(&m, Markup::Plain, &title(&m, Markup::Plain), 4096);
+        assert_eq!(
+            t,
+            "[FIRING:1] alertname=OverdueBlindSpot — blind spot 2026-12-05T03:00:00Z – \
+             2026-12-05T03:10:03Z (10m 3s)\n\
+             No replica accepted pings for 10m 3s, from 2026-12-05T03:00:00Z to \
+             2026-12-05T03:10:03Z: 2 checks were expected to check in meanwhile and could not \
+             be judged:\n\
+             • job_000\n\
+             • job_001"
+        );
+        let md = within(&m, Markup::Markdown, "", 4096);
+        assert!(md.ends_with("• job\\_000\n• job\\_001"), "{md}");
+        let html = within(&m, Markup::Html, "", 4096);
+        assert!(html.contains("• job_001"), "{html}");
+    }
+
+    #[test]
+    fn a_blind_spots_unlisted_and_cut_checks_are_counted_as_checks() {
+        // 100 listed of 250: the last line counts the 150 others.
+        let m = blind_spot(100, 250);
+        let t = within(&m, Markup::Plain, "T", 100_000);
+        assert_eq!(t.lines().count(), 1 + 1 + 100 + 1, "{t}");
+        assert_eq!(t.lines().last().unwrap(), "… and 150 more");
+        // Cut to a pager's size: what is not shown is counted, checks only.
+        let t = within(&m, Markup::Plain, "T", 1024);
+        assert!(t.chars().count() <= 1024);
+        let shown = t.lines().filter(|l| l.starts_with("• ")).count();
+        assert!(shown > 0 && shown < 100, "{shown}");
+        assert_eq!(
+            t.lines().last().unwrap(),
+            format!("… and {} more", 250 - shown)
+        );
     }
 
     #[test]

@@ -432,6 +432,48 @@ mod tests {
     }
 
     #[test]
+    fn default_templates_show_a_blind_spots_span_and_checks() {
+        let mut templates = Templates::new();
+        let mut errors = Vec::new();
+        templates.add("text_template", DEFAULT_TEXT, &mut errors);
+        templates.add("html_template", DEFAULT_HTML, &mut errors);
+        assert!(errors.is_empty(), "{errors:?}");
+        let at = chrono::DateTime::from_timestamp(1_796_439_600, 0).unwrap();
+        let n = crate::notify::blind_spot::blind_spot_notice(
+            (1_796_439_600_000, 1_796_440_203_000),
+            &[(at, "backup".into()), (at, "<poll>".into())],
+            3,
+            "ops",
+            "http://o",
+            1_796_440_300_000,
+        );
+        let m: Message = serde_json::from_str(&n.payload).unwrap();
+        let text = templates.render("text_template", &m).unwrap();
+        assert!(
+            text.starts_with(
+                "[FIRING:1] alertname=OverdueBlindSpot — blind spot 2026-12-05T03:00:00Z – \
+                 2026-12-05T03:10:03Z (10m 3s)\n"
+            ),
+            "{text}"
+        );
+        for needle in [
+            "alert:      OverdueBlindSpot",
+            "summary:    No replica accepted pings for 10m 3s, from 2026-12-05T03:00:00Z to \
+             2026-12-05T03:10:03Z: 3 checks were expected to check in meanwhile and could not \
+             be judged",
+            "  checks:     backup\n              <poll>\n              … and 1 more\n",
+            "since:      2026-12-05T03:00:00Z",
+        ] {
+            assert!(text.contains(needle), "{needle:?} in\n{text}");
+        }
+        let html = templates.render("html_template", &m).unwrap();
+        assert!(
+            html.contains("Checks: backup, &lt;poll&gt;, … and 1 more"),
+            "{html}"
+        );
+    }
+
+    #[test]
     fn receiver_outlives_the_runtime_it_sent_on() {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()

@@ -11,6 +11,7 @@ use super::http::{parse_headers, parse_http_url, post, shown_url};
 use super::template::{check_of, default_subject, truncate_chars, Templates};
 use super::webhook::{idempotency_value, IDEMPOTENCY_KEY};
 use super::{required_secret, OpsgenieInput, SendContext, SendError};
+use crate::notify::blind_spot::listed_checks;
 use crate::notify::message::{Alert, AlertStatus, Message};
 use crate::settings::Secret;
 
@@ -169,8 +170,22 @@ pub fn close_body(message: &Message) -> Value {
     })
 }
 
-/// One firing check in the description.
+/// One firing check in the description (a blind spot: what happened, and
+/// its checks a line each).
 fn line(alert: &Alert) -> String {
+    if let Some((checks, more)) = listed_checks(alert) {
+        let mut out = alert
+            .annotations
+            .get("summary")
+            .map_or_else(|| check_of(alert).to_string(), |s| format!("{s}:"));
+        for c in checks {
+            out.push_str(&format!("\n{c}"));
+        }
+        if more > 0 {
+            out.push_str(&format!("\n… and {more} more"));
+        }
+        return out;
+    }
     let mut out = format!("{} — {}", check_of(alert), status_words(alert));
     if let Some(p) = alert.annotations.get("last_ping") {
         out.push_str(&format!(", last ping {p}"));
@@ -198,6 +213,22 @@ fn status_words(alert: &Alert) -> String {
 mod tests {
     use super::super::template::tests::{alert, message};
     use super::*;
+
+    #[test]
+    fn a_blind_spot_describes_its_span_and_checks() {
+        let m = crate::notify::blind_spot::example(2, 3);
+        let b = create_body(&m, &alias(&m), "P3", &default_subject(&m));
+        assert!(b["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("[FIRING:1] alertname=OverdueBlindSpot — blind spot"));
+        assert_eq!(
+            b["description"],
+            "No replica accepted pings for 10m 3s, from 2026-12-05T03:00:00Z to \
+             2026-12-05T03:10:03Z: 3 checks were expected to check in meanwhile and could \
+             not be judged:\njob_000\njob_001\n… and 1 more\n"
+        );
+    }
 
     #[test]
     fn the_message_is_cut_to_130_characters_and_the_alias_is_stable() {

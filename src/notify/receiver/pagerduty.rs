@@ -12,6 +12,7 @@ use super::http::{parse_headers, parse_http_url, post, shown_url};
 use super::template::{check_of, default_subject, truncate_chars, Templates};
 use super::webhook::{idempotency_value, IDEMPOTENCY_KEY};
 use super::{required_secret, PagerdutyInput, SendContext, SendError};
+use crate::notify::blind_spot::listed_checks;
 use crate::notify::message::{Alert, AlertStatus, Message};
 use crate::settings::Secret;
 
@@ -173,6 +174,19 @@ fn details(alert: &Alert) -> Value {
             d.insert(key.into(), json!(v));
         }
     }
+    if let Some((checks, more)) = listed_checks(alert) {
+        // A blind spot: its span and the checks expected in it.
+        for key in ["span_start", "span_end"] {
+            if let Some(v) = alert.annotations.get(key) {
+                d.insert(key.into(), json!(v));
+            }
+        }
+        let mut list: Vec<Value> = checks.iter().map(|c| json!(c)).collect();
+        if more > 0 {
+            list.push(json!(format!("… and {more} more")));
+        }
+        d.insert("checks".into(), Value::Array(list));
+    }
     d.insert("starts_at".into(), json!(alert.starts_at.to_rfc3339()));
     Value::Object(d)
 }
@@ -217,6 +231,25 @@ mod tests {
         let e3 = event(&acked, "rk", "critical", &default_subject(&acked));
         assert_eq!(e3["event_action"], "resolve");
         assert_eq!(e3["dedup_key"], e["dedup_key"]);
+    }
+
+    #[test]
+    fn a_blind_spot_lists_its_span_and_checks_and_pages_apart() {
+        let m = crate::notify::blind_spot::example(2, 3);
+        let e = event(&m, "rk", "critical", &default_subject(&m));
+        assert_eq!(e["event_action"], "trigger");
+        let d = &e["payload"]["custom_details"]["firing"][0];
+        assert_eq!(d["alertname"], "OverdueBlindSpot");
+        assert_eq!(d["span_start"], "2026-12-05T03:00:00Z");
+        assert_eq!(d["span_end"], "2026-12-05T03:10:03Z");
+        assert_eq!(
+            d["checks"],
+            serde_json::json!(["job_000", "job_001", "… and 1 more"])
+        );
+        // Another blind spot is another PagerDuty alert.
+        let mut later = m.clone();
+        later.group_key = later.group_key.replace("03:00:00Z", "04:00:00Z");
+        assert_ne!(dedup_key(&later), dedup_key(&m));
     }
 
     #[test]

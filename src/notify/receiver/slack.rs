@@ -9,6 +9,7 @@ use super::http::{post, shown_url};
 use super::template::{check_of, default_subject, truncate_chars, Templates};
 use super::webhook::{idempotency_value, IDEMPOTENCY_KEY};
 use super::{secret_url, SendContext, SendError, SlackInput};
+use crate::notify::blind_spot::listed_checks;
 use crate::notify::message::{Alert, AlertStatus, Message};
 
 /// Slack's limits for one message.
@@ -174,6 +175,14 @@ fn alert_text(alert: &Alert) -> String {
         out.push('\n');
         out.push_str(&escape(summary));
     }
+    if let Some((checks, more)) = listed_checks(alert) {
+        // A blind spot's checks (cut with the section if need be).
+        out.push('\n');
+        out.push_str(&escape(&checks.join(", ")));
+        if more > 0 {
+            out.push_str(&format!(" … and {more} more"));
+        }
+    }
     if let Some(ack) = alert.annotations.get("acknowledge") {
         out.push_str(&format!("\n<{}|Acknowledge>", escape_url(ack)));
     }
@@ -280,6 +289,19 @@ mod tests {
         );
         let last = body["blocks"][2]["text"]["text"].as_str().unwrap();
         assert_eq!(last, "*Acknowledged:*\ndb — by ana at 2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn a_blind_spot_names_its_span_and_checks() {
+        let body = slack_body(&crate::notify::blind_spot::example(2, 5), None, None);
+        check_limits(&body);
+        let text = body["blocks"][1]["text"]["text"].as_str().unwrap();
+        assert!(text.contains("alert: OverdueBlindSpot"), "{text}");
+        assert!(
+            text.contains("No replica accepted pings for 10m 3s, from 2026-12-05T03:00:00Z"),
+            "{text}"
+        );
+        assert!(text.ends_with("\njob_000, job_001 … and 3 more"), "{text}");
     }
 
     #[test]
