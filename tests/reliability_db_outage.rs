@@ -13,166 +13,15 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use common::pg_cluster::PgCluster;
 use common::{client, release_binary, write_config, ChildServer, PING_KEY};
 use serde_json::{json, Value};
-
-/// A PostgreSQL cluster of the test's own; stopped (immediately) on drop.
-struct PgCluster {
-    bin: PathBuf,
-    dir: tempfile::TempDir,
-    port: u16,
-}
-
-impl PgCluster {
-    /// The newest installed PostgreSQL's bin directory.
-    fn bin_dir() -> Option<PathBuf> {
-        let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-            .ok()?
-            .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                let v = e.file_name().to_str()?.parse::<u32>().ok()?;
-                let bin = e.path().join("bin");
-                bin.join("initdb").is_file().then_some((v, bin))
-            })
-            .collect();
-        versions.sort();
-        versions.pop().map(|(_, bin)| bin)
-    }
-
-    /// Creates and starts a cluster, or returns `None` (after saying why)
-    /// when PostgreSQL's server programs are not installed and `CI` is not set.
-    fn create() -> Option<PgCluster> {
-        let Some(bin) = Self::bin_dir() else {
-            common::peer_missing(
-                "the database outage test",
-                "/usr/lib/postgresql/<version>/bin/initdb",
-                "Debian's postgresql",
-            );
-            return None;
-        };
-        let dir = tempfile::tempdir().expect("temp dir");
-        // initdb and pg_ctl refuse to run as root: the cluster belongs to postgres.
-        let status = Command::new("chown")
-            .arg("postgres:postgres")
-            .arg(dir.path())
-            .status()
-            .expect("chown");
-        assert!(status.success(), "chown postgres {}", dir.path().display());
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let cluster = PgCluster { bin, dir, port };
-        cluster.run(
-            "initdb",
-            &[
-                "-D",
-                &cluster.data(),
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "-E",
-                "UTF8",
-                "--no-locale",
-                "--no-sync",
-            ],
-        );
-        cluster.start();
-        Some(cluster)
-    }
-
-    fn data(&self) -> String {
-        self.dir.path().join("data").display().to_string()
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    /// Runs one of PostgreSQL's programs as the postgres user.
-    fn run(&self, program: &str, args: &[&str]) {
-        let out = Command::new("runuser")
-            .args(["-u", "postgres", "--"])
-            .arg(self.bin.join(program))
-            .args(args)
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("runuser {program}: {e}"));
-        assert!(
-            out.status.success(),
-            "{program} {args:?} failed: {}\n{}\nserver log:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
-        );
-    }
-
-    /// Starts the cluster on its port (loopback and a socket in its own
-    /// directory only) and waits until it accepts connections.
-    fn start(&self) {
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
-            self.port,
-            self.dir.path().display()
-        );
-        let log = self.dir.path().join("postgres.log").display().to_string();
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                &self.data(),
-                "-l",
-                &log,
-                "-o",
-                &options,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-        );
-    }
-
-    /// Stops it the hard way (`-m immediate`: connections are cut, as when
-    /// the database host dies) and waits until it is gone.
-    fn stop(&self) {
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                &self.data(),
-                "-m",
-                "immediate",
-                "-w",
-                "-t",
-                "60",
-                "stop",
-            ],
-        );
-    }
-}
-
-impl Drop for PgCluster {
-    fn drop(&mut self) {
-        let _ = Command::new("runuser")
-            .args(["-u", "postgres", "--"])
-            .arg(self.bin.join("pg_ctl"))
-            .args(["-D", &self.data(), "-m", "immediate", "-w", "stop"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
 
 /// One load ping as the client saw it.
 #[derive(Debug, Clone)]
@@ -185,7 +34,7 @@ struct Outcome {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pings_get_503_while_the_database_is_down_and_the_outage_is_unobserved() {
-    let Some(cluster) = PgCluster::create() else {
+    let Some(cluster) = PgCluster::create("the database outage test") else {
         return;
     };
     let outages = if std::env::var_os("OVERDUE_SOAK").is_some_and(|v| !v.is_empty() && v != "0") {
