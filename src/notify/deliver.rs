@@ -25,11 +25,26 @@ use crate::domain::ping::UnixMs;
 use crate::store::notify::{
     AlertQuery, AttemptResult, NewNotification, NotificationRecord, KIND_ALERTS, KIND_UNDELIVERED,
 };
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use crate::workers::lease::{is_leader, remaining, LeaderWatch};
 
 /// An attempt starts only while the lease outlives its timeout by this much.
 const LEASE_MARGIN: Duration = Duration::from_millis(250);
+/// The first wait before recording an attempt again after the database
+/// failed to take it; it doubles up to [`RECORD_RETRY_MAX`].
+const RECORD_RETRY_FIRST: Duration = Duration::from_millis(100);
+const RECORD_RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// True when an attempt bounded by `timeout` may start now: only while the
+/// lease will outlive it, so a leader that is about to lose its lease (or
+/// lost it) sends nothing new. `None` (tests that drive `tick`) is always
+/// leader.
+fn term_allows(leader: Option<&LeaderWatch>, timeout: Duration) -> bool {
+    match leader {
+        None => true,
+        Some(w) => remaining(&w.borrow()) > timeout + LEASE_MARGIN,
+    }
+}
 
 /// The wait before retry number `attempt` (1 = the first retry): uniform in
 /// `[0, min(max, base · 2^(attempt-1))]` ("full jitter"); `unit` in [0, 1).
@@ -139,6 +154,8 @@ pub struct Deliverer {
     attempts: Option<IntCounterVec>,
     /// Configuration reloads to follow.
     updates: Option<tokio::sync::watch::Receiver<Arc<NotifyConfig>>>,
+    /// Fires when the server stops (set by [`Deliverer::run`]).
+    stop: CancellationToken,
 }
 
 impl Deliverer {
@@ -175,6 +192,7 @@ impl Deliverer {
             leader: None,
             attempts: None,
             updates: None,
+            stop: CancellationToken::new(),
         }
     }
 
@@ -184,13 +202,24 @@ impl Deliverer {
         self.updates = Some(updates);
     }
 
-    /// True when an attempt bounded by `timeout` may start now: only while
-    /// the lease will outlive it, so a leader that is about to lose its lease
-    /// (or lost it) sends nothing new.
+    /// True when an attempt bounded by `timeout` may start now (see
+    /// [`term_allows`]).
     fn may_start(&self, timeout: Duration) -> bool {
-        match &self.leader {
-            None => true,
-            Some(w) => remaining(&w.borrow()) > timeout + LEASE_MARGIN,
+        term_allows(self.leader.as_ref(), timeout)
+    }
+
+    /// An attempt of a notification to `receiver`.
+    fn job(&self, receiver: &str) -> Attempt {
+        Attempt {
+            store: self.store.clone(),
+            receiver: self.config.receiver(receiver),
+            ctx: self.ctx.clone(),
+            settings: self.config.delivery.clone(),
+            in_flight: self.in_flight.clone(),
+            wake: self.wake.clone(),
+            attempts: self.attempts.clone(),
+            leader: self.leader.clone(),
+            stop: self.stop.clone(),
         }
     }
 
@@ -241,15 +270,7 @@ impl Deliverer {
                 break;
             };
             started += 1;
-            let job = Attempt {
-                store: self.store.clone(),
-                receiver: self.config.receiver(&n.receiver),
-                ctx: self.ctx.clone(),
-                settings: self.config.delivery.clone(),
-                in_flight: self.in_flight.clone(),
-                wake: self.wake.clone(),
-                attempts: self.attempts.clone(),
-            };
+            let job = self.job(&n.receiver);
             self.tasks.spawn(async move {
                 job.run(n, false).await;
                 drop((receiver_slot, global));
@@ -321,21 +342,15 @@ impl Deliverer {
                 continue;
             }
             if retry {
-                let job = Attempt {
-                    store: self.store.clone(),
-                    receiver: self.config.receiver(&n.receiver),
-                    ctx: self.ctx.clone(),
-                    settings: self.config.delivery.clone(),
-                    in_flight: self.in_flight.clone(),
-                    wake: self.wake.clone(),
-                    attempts: self.attempts.clone(),
-                };
+                let job = self.job(&n.receiver);
                 if !self.claim(&n.id) {
                     continue;
                 }
                 let id = n.id.clone();
                 match job.run(n, true).await {
-                    Some(AttemptResult::Dead { .. }) => {}
+                    // Still dead, or not tried after all (the term would not
+                    // outlive the attempt).
+                    Some(AttemptResult::Dead { .. }) | None => {}
                     _ => continue,
                 }
                 if let Some(n) = self.store.notification(&id).await? {
@@ -382,6 +397,7 @@ impl Deliverer {
     /// Runs until `stop` fires; delivers only while this replica leads.
     pub async fn run(mut self, stop: CancellationToken, mut leader: LeaderWatch) {
         self.leader = Some(leader.clone());
+        self.stop = stop.clone();
         'outer: loop {
             while !is_leader(&leader.borrow()) {
                 tokio::select! {
@@ -449,28 +465,36 @@ struct Attempt {
     in_flight: Arc<Mutex<Claims>>,
     wake: Arc<Notify>,
     attempts: Option<IntCounterVec>,
+    /// This replica's leadership (`None`: always leader).
+    leader: Option<LeaderWatch>,
+    /// Fires when the server stops: a record that keeps failing is given up.
+    stop: CancellationToken,
 }
 
 impl Attempt {
     /// Sends and records; `sweep` marks a dead letter's extra try, which
-    /// leaves it dead on failure. Returns what was recorded.
+    /// leaves it dead on failure. Returns what was recorded; `None` also
+    /// when nothing was sent because the term would not outlive the attempt
+    /// by then (the reads before it were slow): the notification is left as
+    /// it was, for this leader's next look or the next leader.
     async fn run(self, n: NotificationRecord, sweep: bool) -> Option<AttemptResult> {
         let started = Instant::now();
         let at = now_ms();
-        let result = self.attempt(&n, sweep, at).await;
+        let Some(result) = self.attempt(&n, sweep, at).await else {
+            if let Ok(mut c) = self.in_flight.lock() {
+                c.release(&n.id);
+            }
+            return None;
+        };
         let latency = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
         if let Some(attempts) = &self.attempts {
             let outcome = crate::store::notify::outcome(&result);
             attempts.with_label_values(&[&n.receiver, outcome]).inc();
         }
-        let recorded = match self.store.record_attempt(&n.id, at, latency, &result).await {
-            Ok(()) => Some(result.clone()),
-            Err(e) => {
-                // Still pending: it goes out again, with the same key.
-                tracing::warn!(id = %n.id, error = %format!("{e:#}"), "cannot record a delivery attempt");
-                None
-            }
-        };
+        let recorded = self
+            .record(&n, at, latency, &result)
+            .await
+            .then(|| result.clone());
         match &result {
             AttemptResult::Delivered => {
                 tracing::info!(id = %n.id, receiver = %n.receiver, latency_ms = latency, "notification delivered")
@@ -492,12 +516,69 @@ impl Attempt {
         recorded
     }
 
-    async fn attempt(&self, n: &NotificationRecord, sweep: bool, now: UnixMs) -> AttemptResult {
+    /// Records what an attempt did. While the database does not take it
+    /// (it restarted, or cannot be reached), tries again as long as this
+    /// replica leads: a notification left pending is sent again, and this
+    /// one may have reached its receiver. Gives up when the term ends (the
+    /// next leader sends it again, with the same key) or the server stops.
+    async fn record(
+        &self,
+        n: &NotificationRecord,
+        at: UnixMs,
+        latency: i64,
+        result: &AttemptResult,
+    ) -> bool {
+        let mut wait = RECORD_RETRY_FIRST;
+        let mut failures = 0u32;
+        loop {
+            if failures > 0 {
+                // The last try may have committed before its answer was lost.
+                if let Ok(Some(fresh)) = self.store.notification(&n.id).await {
+                    if fresh.attempts != n.attempts || fresh.state != n.state {
+                        tracing::info!(id = %n.id, failures, "delivery attempt recorded after all");
+                        return true;
+                    }
+                }
+            }
+            let e = match self.store.record_attempt(&n.id, at, latency, result).await {
+                Ok(()) => {
+                    if failures > 0 {
+                        tracing::info!(id = %n.id, failures, "delivery attempt recorded");
+                    }
+                    return true;
+                }
+                Err(e) => e,
+            };
+            failures += 1;
+            let leading = self.leader.as_ref().is_none_or(|w| is_leader(&w.borrow()));
+            if matches!(e, StoreError::NotLeader) || !leading || self.stop.is_cancelled() {
+                tracing::warn!(id = %n.id, error = %format!("{e:#}"), failures, "cannot record a delivery attempt; the notification is left as it was and may be sent again, with the same key");
+                return false;
+            }
+            if failures == 1 {
+                tracing::warn!(id = %n.id, error = %format!("{e:#}"), "cannot record a delivery attempt; trying again while this replica leads");
+            }
+            tokio::select! {
+                _ = self.stop.cancelled() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+            wait = (wait * 2).min(RECORD_RETRY_MAX);
+        }
+    }
+
+    /// Makes the attempt; `None` when it did not start because the term
+    /// would not outlive it.
+    async fn attempt(
+        &self,
+        n: &NotificationRecord,
+        sweep: bool,
+        now: UnixMs,
+    ) -> Option<AttemptResult> {
         let Some(receiver) = &self.receiver else {
-            return AttemptResult::Dead {
+            return Some(AttemptResult::Dead {
                 error: format!("receiver {:?} is not configured", n.receiver),
                 retryable: false,
-            };
+            });
         };
         if sweep && n.kind == KIND_ALERTS {
             let firing = n.firing_ids();
@@ -508,14 +589,14 @@ impl Attempt {
                     .await
                 {
                     Ok(found) if found.iter().all(|s| s.resolved_at.is_some()) => {
-                        return AttemptResult::Obsolete
+                        return Some(AttemptResult::Obsolete)
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        return AttemptResult::Dead {
+                        return Some(AttemptResult::Dead {
                             error: format!("cannot read its incidents: {e:#}"),
                             retryable: true,
-                        }
+                        })
                     }
                 }
             }
@@ -523,13 +604,21 @@ impl Attempt {
         let message: Message = match serde_json::from_str(&n.payload) {
             Ok(m) => m,
             Err(e) => {
-                return AttemptResult::Dead {
+                return Some(AttemptResult::Dead {
                     error: format!("stored payload is not a notification: {e}"),
                     retryable: false,
-                }
+                })
             }
         };
-        match receiver.send(&self.ctx, &message).await {
+        // The term was long enough when the attempt was picked, but the
+        // reads since (this one's "still due", a dead letter's incidents) may
+        // have waited for the database past it: a leader cut off from the
+        // database must not send once it has lost its lease.
+        if !term_allows(self.leader.as_ref(), receiver.timeout) {
+            tracing::info!(id = %n.id, "not sending: this replica's lease would run out first");
+            return None;
+        }
+        Some(match receiver.send(&self.ctx, &message).await {
             Ok(()) => AttemptResult::Delivered,
             Err(e) if sweep => AttemptResult::Dead {
                 error: e.to_string(),
@@ -542,7 +631,7 @@ impl Attempt {
                 now,
                 rand::thread_rng().gen::<f64>(),
             ),
-        }
+        })
     }
 }
 
@@ -755,5 +844,82 @@ mod tests {
                 retryable: false
             }
         );
+    }
+
+    /// A receiver on loopback that answers 200 to every request and counts them.
+    async fn counting_receiver() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = hits.clone();
+        let app = axum::Router::new().fallback(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { "ok" }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, hits)
+    }
+
+    /// The term is checked again right before sending: the reads an attempt
+    /// makes first (whether it is still due, a dead letter's incidents) may
+    /// wait for a database the leader can no longer reach, past its lease.
+    #[tokio::test]
+    async fn an_attempt_sends_nothing_once_the_term_would_not_outlive_it() {
+        use crate::workers::lease::Term;
+        use std::sync::atomic::Ordering;
+        let (url, hits) = counting_receiver().await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::config::Config::from_toml(&format!(
+            "database_url = \"sqlite://{}/overdue.db\"\n\
+             [[receivers]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{url}\"\ntimeout = \"1s\"\n\
+             [route]\nreceiver = \"hook\"\n",
+            dir.path().display()
+        ))
+        .unwrap();
+        let store = crate::store::open(config.database()).await.unwrap();
+        let notice = undelivered_notice(&[], "hook", "http://overdue.example", 1_000);
+        assert!(store.enqueue_notification(&notice).await.unwrap());
+        let n = store.notification(&notice.id).await.unwrap().unwrap();
+        let claims = Arc::new(Mutex::new(Claims::default()));
+        // Half a second left: less than the receiver's 1 s timeout.
+        let (term, leader) = tokio::sync::watch::channel(Some(Term {
+            token: 1,
+            valid_until: Instant::now() + Duration::from_millis(500),
+        }));
+        let attempt = || Attempt {
+            store: store.clone(),
+            receiver: config.notify.receiver("hook"),
+            ctx: Arc::new(SendContext::new(reqwest::Client::new())),
+            settings: config.notify.delivery.clone(),
+            in_flight: claims.clone(),
+            wake: Arc::new(Notify::new()),
+            attempts: None,
+            leader: Some(leader.clone()),
+            stop: CancellationToken::new(),
+        };
+
+        assert!(claims.lock().unwrap().claim(&n.id));
+        assert_eq!(attempt().run(n.clone(), false).await, None);
+        assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing was sent");
+        let stored = store.notification(&n.id).await.unwrap().unwrap();
+        assert_eq!((stored.state.as_str(), stored.attempts), ("pending", 0));
+        assert!(
+            claims.lock().unwrap().claim(&n.id),
+            "the claim was given back"
+        );
+
+        // With a term that outlives it, the same attempt is sent and recorded.
+        term.send_replace(Some(Term {
+            token: 1,
+            valid_until: Instant::now() + Duration::from_secs(3600),
+        }));
+        assert_eq!(
+            attempt().run(n.clone(), false).await,
+            Some(AttemptResult::Delivered)
+        );
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+        let stored = store.notification(&n.id).await.unwrap().unwrap();
+        assert_eq!((stored.state.as_str(), stored.attempts), ("delivered", 1));
     }
 }

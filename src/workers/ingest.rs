@@ -44,6 +44,16 @@ pub enum IngestError {
 static BATCH_FAILED: Throttled = Throttled::every_10s();
 /// The same for folding the inbox (every tenth of a second while it fails).
 static FOLD_FAILED: Throttled = Throttled::every_10s();
+/// The same for pings answered 503 because their batch took too long.
+static PING_WAITED: Throttled = Throttled::every_10s();
+
+/// How long a ping waits for its batch to be committed before it is
+/// answered 503. A database that stops answering without closing the
+/// connection (a network partition drops packets, and sends no reset) would
+/// otherwise hold the client as long as the batch hangs. The batch goes on:
+/// it may commit after all, so a ping answered 503 may be stored anyway, as
+/// when the server is killed; one answered 200 is always stored.
+pub const PING_WAIT: Duration = Duration::from_secs(5);
 
 struct Job {
     ping: Ping,
@@ -197,14 +207,26 @@ impl Ingest {
         Ok(())
     }
 
-    /// Queues a ping and waits until its batch is committed.
+    /// Queues a ping and waits until its batch is committed, at most
+    /// [`PING_WAIT`].
     pub async fn submit(&self, ping: Ping) -> Result<(), IngestError> {
         let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Job { ping, reply })
-            .await
-            .map_err(|_| IngestError::Unavailable)?;
-        rx.await.map_err(|_| IngestError::Unavailable)?
+        let stored = async {
+            self.tx
+                .send(Job { ping, reply })
+                .await
+                .map_err(|_| IngestError::Unavailable)?;
+            rx.await.map_err(|_| IngestError::Unavailable)?
+        };
+        match tokio::time::timeout(PING_WAIT, stored).await {
+            Ok(result) => result,
+            Err(_) => {
+                if let Some(suppressed) = PING_WAITED.hit() {
+                    tracing::error!(suppressed, "a ping was answered 503: the database did not store its batch within {PING_WAIT:?} (while this repeats it is logged every 10s, suppressed counting the rest)");
+                }
+                Err(IngestError::Unavailable)
+            }
+        }
     }
 }
 

@@ -109,7 +109,8 @@ pub async fn lease_loop(
         // The term this replica believes in, even if it ran out unnoticed
         // (a frozen process): its end is still worth saying.
         let held = *tx.borrow();
-        match store.acquire_lease(&replica, ttl_ms).await {
+        let result = renew_or_step_down(&*store, &replica, ttl_ms, &tx, &stats).await;
+        match result {
             Ok(Some(lease)) => {
                 let granted =
                     Duration::from_millis(u64::try_from(lease.remaining_ms).unwrap_or(0)).min(ttl);
@@ -118,18 +119,26 @@ pub async fn lease_loop(
                     valid_until: sent_at + granted,
                 };
                 stats.renewals.inc();
-                if held.is_none_or(|h| h.token != lease.token || !is_leader(&Some(h))) {
-                    stats.acquisitions.inc();
-                    tracing::info!(replica = %replica, token = lease.token, "became the leader");
+                if !is_leader(&Some(term)) {
+                    // The answer came too late to lead on: the term it
+                    // granted is over already.
+                    if tx.borrow().is_some() {
+                        stats.losses.inc();
+                        tracing::warn!(replica = %replica, "the leader lease ran out; stepping down");
+                        tx.send_replace(None);
+                    }
+                } else {
+                    if held.is_none_or(|h| h.token != lease.token || !is_leader(&Some(h))) {
+                        stats.acquisitions.inc();
+                        tracing::info!(replica = %replica, token = lease.token, "became the leader");
+                    }
+                    tx.send_replace(Some(term));
                 }
-                tx.send_replace(Some(term));
             }
             Ok(None) => {
-                if held.is_some() {
+                if tx.borrow().is_some() {
                     stats.losses.inc();
                     tracing::warn!(replica = %replica, "lost the leader lease to another replica");
-                }
-                if tx.borrow().is_some() {
                     tx.send_replace(None);
                 }
             }
@@ -165,6 +174,37 @@ pub async fn lease_loop(
             Ok(()) => tracing::info!(replica = %replica, "released the leader lease"),
             Err(e) => {
                 tracing::warn!(replica = %replica, error = %format!("{e:#}"), "cannot release the leader lease; it runs out by itself")
+            }
+        }
+    }
+}
+
+/// Takes or renews the lease. While the database has not answered, the
+/// term this replica holds still ends on time: once it runs out, the
+/// replica steps down (and its workers hear of it) without waiting for the
+/// answer, which may never come while the database cannot be reached (a
+/// network partition drops packets, and the query waits for TCP to give
+/// up, many minutes later). The answer, when it comes, is judged as usual.
+async fn renew_or_step_down(
+    store: &dyn Store,
+    replica: &str,
+    ttl_ms: i64,
+    tx: &watch::Sender<Option<Term>>,
+    stats: &LeaseStats,
+) -> Result<Option<crate::store::lease::Lease>, crate::store::StoreError> {
+    let acquire = store.acquire_lease(replica, ttl_ms);
+    tokio::pin!(acquire);
+    loop {
+        let ends = (*tx.borrow()).map(|t| t.valid_until);
+        let Some(ends) = ends else {
+            return acquire.await;
+        };
+        tokio::select! {
+            result = &mut acquire => return result,
+            _ = tokio::time::sleep_until(ends.into()) => {
+                stats.losses.inc();
+                tracing::warn!(replica = %replica, "the leader lease ran out; stepping down");
+                tx.send_replace(None);
             }
         }
     }

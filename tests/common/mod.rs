@@ -8,6 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 pub mod gate;
+pub mod lease;
+pub mod pg_cluster;
 pub mod sinks;
 
 use overdue::config::Config;

@@ -32,6 +32,9 @@ pub enum Behaviour {
     StatusWithHeaders(u16, Vec<(String, String)>),
     /// Never answers (the connection stays open until the client gives up).
     Hang,
+    /// Holds the request open until the test releases it (`notify_one`),
+    /// then answers 200.
+    Hold(Arc<tokio::sync::Notify>),
 }
 
 /// One request as [`WebhookSink`] received it.
@@ -177,6 +180,10 @@ async fn record(State(state): State<Arc<WebhookState>>, req: axum::extract::Requ
         Some(Behaviour::Status(s)) => (s, Vec::new()),
         Some(Behaviour::StatusWithHeaders(s, h)) => (s, h),
         Some(Behaviour::Hang) => std::future::pending().await,
+        Some(Behaviour::Hold(release)) => {
+            release.notified().await;
+            (200, Vec::new())
+        }
     };
     let mut response = Response::new(Body::from(format!("sink answered {status}")));
     *response.status_mut() = StatusCode::from_u16(status).expect("valid status");

@@ -26,6 +26,15 @@ pub(super) struct AppendConnections {
 const APPEND_IDLE_CHECK: Duration = Duration::from_millis(250);
 /// How long opening an append connection may take (as the pool's acquire).
 const APPEND_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a whole batch may take, from taking a connection to the end of
+/// its insert. A database that stops answering without closing the
+/// connection (a network partition drops packets, and sends no reset) would
+/// otherwise hold the batch, and every ping queued behind it, until TCP gives
+/// up (about 15 minutes on Linux), or after the partition heals until the
+/// next retransmission (up to 2 minutes later). The connection is dropped;
+/// the insert may have committed all the same, so pings answered 503 may be
+/// stored anyway (never the reverse).
+const APPEND_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl AppendConnections {
     pub(super) fn new(options: sqlx::postgres::PgConnectOptions) -> Self {
@@ -79,30 +88,40 @@ impl PgStore {
             c.push(p);
         }
         // One statement: committed together or not at all.
-        let mut conn = self.appenders.take().await?;
-        sqlx::query(
-            "INSERT INTO ping_inbox (check_id, at, kind, exit_status, items, rid, method, \
-             remote_addr, user_agent, scheme, body, reason) \
-             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], \
-             $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
-             $11::bytea[], $12::text[])",
-        )
-        .bind(&c.check_id)
-        .bind(&c.at)
-        .bind(&c.kind)
-        .bind(&c.exit_status)
-        .bind(&c.items)
-        .bind(&c.rid)
-        .bind(&c.method)
-        .bind(&c.remote_addr)
-        .bind(&c.user_agent)
-        .bind(&c.scheme)
-        .bind(&c.body)
-        .bind(&c.reason)
-        .execute(&mut conn)
-        .await?;
-        // Only a connection that just succeeded is kept; on an error `?`
-        // above dropped (closed) it.
+        let batch = async {
+            let mut conn = self.appenders.take().await?;
+            sqlx::query(
+                "INSERT INTO ping_inbox (check_id, at, kind, exit_status, items, rid, method, \
+                 remote_addr, user_agent, scheme, body, reason) \
+                 SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], \
+                 $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
+                 $11::bytea[], $12::text[])",
+            )
+            .bind(&c.check_id)
+            .bind(&c.at)
+            .bind(&c.kind)
+            .bind(&c.exit_status)
+            .bind(&c.items)
+            .bind(&c.rid)
+            .bind(&c.method)
+            .bind(&c.remote_addr)
+            .bind(&c.user_agent)
+            .bind(&c.scheme)
+            .bind(&c.body)
+            .bind(&c.reason)
+            .execute(&mut conn)
+            .await?;
+            Ok::<_, StoreError>(conn)
+        };
+        // Only a connection that just succeeded is kept; on an error or a
+        // timeout it is dropped (closed).
+        let conn = tokio::time::timeout(APPEND_TIMEOUT, batch)
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "PostgreSQL did not take the batch of pings within {APPEND_TIMEOUT:?}"
+                )
+            })??;
         self.appenders.keep(conn);
         Ok(())
     }
