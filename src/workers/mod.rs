@@ -4,8 +4,8 @@
 //! the clock's steps and the leader lease that decides which replica runs
 //! the leader-only ones.
 
-pub mod disk_full; // whether the database's disk is full, as the ping writer last found it
 pub mod clock_steps; // counts the wall-clock steps the clock finds and stores the backward ones
+pub mod disk_full; // whether the database's disk is full, as the ping writer last found it
 pub mod evaluator; // the deadline queue: wakes when a status can change, records what changed
 pub mod ingest; // the ping path's batching writer (group commit) and the folder that feeds the evaluator
 pub mod leading; // the loop of the workers that run only while this replica leads

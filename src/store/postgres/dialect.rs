@@ -27,6 +27,19 @@ impl Dialect for PgStore {
          VALUES ($1, $2, $3) \
          ON CONFLICT (id) DO UPDATE SET last_beat_at = GREATEST(replicas.last_beat_at, excluded.last_beat_at)";
 
+    /// JSON from PostgreSQL's own functions (its numbers are exact).
+    fn eval_page_sql() -> &'static str {
+        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            crate::store::eval_rows::page_sql(
+                "json_build_array",
+                "string_agg",
+                "s.usual_items",
+                "::text",
+            )
+        });
+        &SQL
+    }
+
     /// A read-only transaction that reads one snapshot throughout.
     async fn read_snapshot(&self) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, StoreError> {
         let mut tx = self.pool.begin().await?;

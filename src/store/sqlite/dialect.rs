@@ -29,6 +29,20 @@ impl Dialect for SqliteStore {
          VALUES ($1, $2, $3) \
          ON CONFLICT (id) DO UPDATE SET last_beat_at = excluded.last_beat_at";
 
+    /// JSON from SQLite's own functions; `usual_items` as 17 digits of
+    /// text, since its JSON writes a number with 15.
+    fn eval_page_sql() -> &'static str {
+        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            crate::store::eval_rows::page_sql(
+                "json_array",
+                "group_concat",
+                "CASE WHEN s.usual_items IS NULL THEN NULL ELSE printf('%!.17g', s.usual_items) END",
+                "",
+            )
+        });
+        &SQL
+    }
+
     /// A read transaction: in WAL mode it reads one snapshot throughout.
     async fn read_snapshot(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
         Ok(self.pool.begin().await?)
