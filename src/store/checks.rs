@@ -419,17 +419,11 @@ macro_rules! impl_check_store {
             ) -> Result<Vec<$crate::store::EvalCheck>, $crate::store::StoreError> {
                 use $crate::store::dialect::Dialect as _;
                 let mut tx = self.read_snapshot().await?;
-                let (page, last): (Option<String>, Option<i64>) =
-                    sqlx::query_as(Self::eval_page_sql())
-                        .bind(after)
-                        .bind(i64::from(limit))
-                        .fetch_one(&mut *tx)
-                        .await?;
-                let through = last.unwrap_or(after);
+                let rows = Self::eval_page_on(&mut tx, after, limit).await?;
+                let through = rows.last().map_or(after, |r| r.id());
                 let pending = Self::pending_between(&mut tx, after, through).await?;
                 let mut history = Self::history_on(&mut tx, &pending).await?;
                 tx.commit().await?;
-                let rows = $crate::store::eval_rows::parse_page(page.as_deref())?;
                 let mut pending = $crate::store::checks::by_check(pending);
                 rows.into_iter()
                     .map(|r| {

@@ -1,12 +1,14 @@
 //! The evaluator's start-up read: a page of checks as one JSON value.
 //!
-//! Read as rows, a million checks cost about 20 µs each in the database
-//! driver alone (a copy of every column, a message per row; SQLite's rows
-//! also cross a thread one by one), so a start-up took half a minute. Here
-//! the database builds a page as one JSON array, one element per check with
-//! only what the evaluator needs: the columns its rules are made of, those
-//! applying a pending ping reads, the summary and the stored status; not the
-//! check's names, labels, uuid or the open incident's `inhibited_by`.
+//! A page holds only what the evaluator needs: the columns its rules are
+//! made of, those applying a pending ping reads, the summary and the stored
+//! status; not the check's names, labels, uuid or the open incident's
+//! `inhibited_by`. SQLite's rows, read one by one through sqlx, cost about
+//! 20 µs each (a copy of every column, and a trip across a thread per row),
+//! so a million took 20 s: there the database builds a page as one JSON
+//! array, one element per check ([`page_sql`]). PostgreSQL's rows are cheap
+//! to read and its JSON is not to build: there a page is rows
+//! ([`page_rows_sql`]).
 //!
 //! A check of a page is the one `eval_check` reads (rows.rs, [`super::EvalRow`]),
 //! except that the fields not read are left empty (see [`super::EvalCheck`]);
@@ -39,8 +41,21 @@ const SUMMARY: &str = "s.n_pings, s.last_ping_at, s.last_ping_kind, s.last_succe
 /// The stored status's part, in the order of [`StoredPart`].
 const STORED: &str = "st.status, st.reason, st.since, st.quiet";
 
-/// The SQL of a page: `$1` the id the page starts after, `$2` how many at
-/// most. One row: the page as a JSON array of `[spec, summary, stored]`
+/// The joins and bounds of a page, after its columns.
+const FROM: &str = "FROM checks c JOIN check_state s ON s.check_id = c.id AND s.check_id > $1 \
+    LEFT JOIN check_status st ON st.check_id = c.id AND st.check_id > $1 \
+    WHERE c.id > $1 ORDER BY c.id LIMIT $2";
+
+/// The SQL of a page as rows, in the columns [`PageRow::from_pg`] reads.
+pub(crate) fn page_rows_sql() -> String {
+    let summary = SUMMARY.replace("{usual}", "s.usual_items");
+    format!("SELECT {SPEC}, {summary}, {STORED} {FROM}")
+}
+
+/// The SQL of a page as JSON: `$1` the id the page starts after, `$2` how many at
+/// most. Every table is bounded by `$1`: PostgreSQL may merge-join them in
+/// id order, and would otherwise read each from the first id on every page
+/// (a million checks: a quarter of a second a page instead of a few ms). One row: the page as a JSON array of `[spec, summary, stored]`
 /// arrays (NULL when empty) and the page's last id. `array` is the backend's
 /// function that builds a JSON array, `agg` its string aggregate, `usual`
 /// how it writes `s.usual_items` without losing a bit.
@@ -49,9 +64,7 @@ pub(crate) fn page_sql(array: &str, agg: &str, usual: &str, text: &str) -> Strin
     format!(
         "SELECT '[' || {agg}(r, ',') || ']', MAX(id) FROM (\
          SELECT c.id AS id, {array}({array}({SPEC}), {array}({summary}), {array}({STORED})){text} AS r \
-         FROM checks c JOIN check_state s ON s.check_id = c.id \
-         LEFT JOIN check_status st ON st.check_id = c.id \
-         WHERE c.id > $1 ORDER BY c.id LIMIT $2) p"
+         {FROM}) p"
     )
 }
 
@@ -59,7 +72,7 @@ pub(crate) fn page_sql(array: &str, agg: &str, usual: &str, text: &str) -> Strin
 #[derive(Deserialize)]
 pub(crate) struct PageRow(SpecPart, SummaryRow, StoredPart);
 
-/// A page as the database wrote it; `None` (SQL NULL) is an empty page.
+/// A page as [`page_sql`] wrote it; `None` (SQL NULL) is an empty page.
 pub(crate) fn parse_page(json: Option<&str>) -> anyhow::Result<Vec<PageRow>> {
     let Some(json) = json else {
         return Ok(Vec::new());
@@ -188,6 +201,65 @@ fn count(v: i64) -> u32 {
 impl PageRow {
     pub(crate) fn id(&self) -> i64 {
         self.0 .0
+    }
+
+    /// A row of [`page_rows_sql`], its columns read by position.
+    pub(crate) fn from_pg(row: &sqlx::postgres::PgRow) -> Result<PageRow, sqlx::Error> {
+        use sqlx::Row;
+        let mut i = 0;
+        macro_rules! col {
+            () => {{
+                i += 1;
+                row.try_get(i - 1)?
+            }};
+        }
+        let spec = SpecPart(
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+            col!(),
+        );
+        let summary = SummaryRow {
+            n_pings: col!(),
+            last_ping_at: col!(),
+            last_ping_kind: col!(),
+            last_success_at: col!(),
+            last_start_at: col!(),
+            last_failure_at: col!(),
+            last_items: col!(),
+            last_items_at: col!(),
+            zero_streak_since: col!(),
+            zero_streak_runs: col!(),
+            low_streak_runs: col!(),
+            below_streak_runs: col!(),
+            usual_items: col!(),
+            consecutive_failures: col!(),
+            consecutive_successes: col!(),
+            last_duration_ms: col!(),
+            open_runs: col!(),
+            overlap_count: col!(),
+            failed_since: col!(),
+            timed_out_at: col!(),
+        };
+        let stored = StoredPart(col!(), col!(), col!(), col!());
+        Ok(PageRow(spec, summary, stored))
     }
 
     /// The stored status, as `EvalRow` reads it.
