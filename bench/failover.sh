@@ -411,7 +411,7 @@ SECTION=$WORK/section.md
         echo
         echo "Failover at scale (SPEC §12: with 1,000,000 checks, from the kill of the leader to the"
         echo "first due flip recorded by its successor ≤ lease TTL + 5 s, $((LEVEL_MS / 1000)) s here): as the"
-        echo "failover benchmark below, with $(fmt_int "$CHECKS") other checks in the database, bulk-loaded with SQL"
+        echo "failover benchmark above, with $(fmt_int "$CHECKS") other checks in the database, bulk-loaded with SQL"
         echo "before the first replica starts (60% interval 1 h to 1 d, 30% cron with rare fire"
         echo "times in five zones, 10% interval with active hours; each last succeeded just then, so"
         echo "none changes during a run). The first replica's cold start judges every one of them"
