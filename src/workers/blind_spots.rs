@@ -16,6 +16,7 @@
 //! in since the server came back is looked up in its ping log, so it is
 //! listed the same whenever the leader gets to the span.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -157,6 +158,15 @@ pub async fn affected(store: &dyn Store, span: (UnixMs, UnixMs)) -> anyhow::Resu
         unobserved: union(&spans_of(&recorded), &spans_of(&crate::clock::skipped())),
         slewed: spans_of(&crate::clock::slewed()),
     };
+    // The evaluator's pages carry no names: a notice names a check by its
+    // slug, else its uuid (as its `check` label).
+    let names: HashMap<i64, String> = store
+        .all_check_refs()
+        .await
+        .context("cannot read the checks' names")?
+        .into_iter()
+        .map(|r| (r.id, r.slug.unwrap_or_else(|| r.uuid.to_string())))
+        .collect();
     let mut cache = RulesCache::default();
     let mut listing = Listing::default();
     let mut after = 0;
@@ -182,7 +192,8 @@ pub async fn affected(store: &dyn Store, span: (UnixMs, UnixMs)) -> anyhow::Resu
             if let Some(at) =
                 expected_in(&rules, success, failure, false, (start, end), &observation)
             {
-                listing.offer(at, name(&check));
+                let name = names.get(&check.id).cloned();
+                listing.offer(at, name.unwrap_or_else(|| check.id.to_string()));
             }
         }
     }
@@ -214,16 +225,6 @@ async fn before(
             .max()
     };
     Ok((newest(PingKind::Success), newest(PingKind::Fail)))
-}
-
-/// How a notice names a check: its slug, else its uuid (as its `check` label).
-fn name(check: &EvalCheck) -> String {
-    check
-        .spec
-        .slug
-        .clone()
-        .or_else(|| check.spec.uuid.map(|u| u.to_string()))
-        .unwrap_or_else(|| check.id.to_string())
 }
 
 fn show(ms: UnixMs) -> String {
