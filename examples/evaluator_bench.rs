@@ -574,7 +574,7 @@ fn load_main(args: &Args, db: &Path) -> anyhow::Result<()> {
 /// Remembers when the evaluator logged that it had loaded every check, and
 /// counts the heartbeats that failed and the unobserved spans they caused.
 #[derive(Clone, Default)]
-struct LoadedAt(Arc<Mutex<Option<Instant>>>, Arc<Mutex<(u32, u32)>>);
+struct LoadedAt(Arc<Mutex<Option<(Instant, f64)>>>, Arc<Mutex<(u32, u32)>>);
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LoadedAt {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
@@ -596,7 +596,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LoadedAt {
             event.record(&mut m);
             if m.0 == "evaluator loaded" {
                 if let Ok(mut g) = self.0.lock() {
-                    g.get_or_insert_with(Instant::now);
+                    g.get_or_insert_with(|| (Instant::now(), cpu_seconds()));
                 }
             } else if m.0.starts_with("cannot record the heartbeat") {
                 if let Ok(mut g) = self.1.lock() {
@@ -852,12 +852,9 @@ async fn run(args: &Args, db: &Path, loaded_at: LoadedAt) -> anyhow::Result<serd
     let startup = started.elapsed();
     let cpu_startup = cpu_seconds() - cpu_before;
     let others_startup = machine_busy_seconds() - machine_before - cpu_startup;
-    let load_phase = loaded_at
-        .0
-        .lock()
-        .ok()
-        .and_then(|g| *g)
-        .map(|at| at.duration_since(started).as_secs_f64());
+    let loaded = loaded_at.0.lock().ok().and_then(|g| *g);
+    let load_phase = loaded.map(|(at, _)| at.duration_since(started).as_secs_f64());
+    let load_phase_cpu = loaded.map(|(_, cpu)| cpu - cpu_before);
     let (rss_ready, hwm_ready) = rss();
     eprintln!(
         "evaluator_bench: started in {:.2} s; RSS {:.0} MiB (peak {:.0} MiB)",
@@ -986,6 +983,7 @@ async fn run(args: &Args, db: &Path, loaded_at: LoadedAt) -> anyhow::Result<serd
         "horizon_ms": horizon,
         "startup_s": startup.as_secs_f64(),
         "startup_load_phase_s": load_phase,
+        "startup_load_phase_cpu_s": load_phase_cpu,
         "startup_cpu_s": cpu_startup,
         "rss_before_mib": mib(rss_before),
         "rss_ready_mib": mib(rss_ready),

@@ -918,3 +918,166 @@ both_backends!(
         assert_eq!(stored, acknowledged as i64);
     }
 );
+
+// The evaluator's start-up reads pages of checks as one JSON value each
+// (src/store/eval_rows.rs); what it reads of a check must be what reloading
+// that one check reads: its rules, flags and thresholds, its summary (with
+// the pings no written summary holds yet applied, and floats to the last
+// bit) and its stored status. Only what the evaluator never reads is left
+// out of a page: names, labels, uuid, depends_on.
+both_backends!(
+    evaluator_pages_read_what_one_check_reads,
+    |backend| async move {
+        use overdue::domain::status::{Reason, Status};
+        use overdue::store::{StoredStatus, Transition};
+        let (db, store) = open(backend).await;
+        let specs = [
+            r#"{"slug":"nightly","name":"Nightly","description":"d","labels":{"team":"data"},
+            "cron":"0 3 * * *","tz":"Europe/London","grace":"1h",
+            "active_hours":[{"start":"18:00","end":"09:00","days":["mon","tue"]}],
+            "zero_items_after":"2h","zero_items_runs":4,"failure_threshold":3,
+            "recovery_threshold":2,"max_runtime":"30m","alert_on_overlap":true,
+            "manual_resume":true,"methods":"POST","min_items":7,"min_items_runs":3,
+            "min_runtime":"90s","max_instances":3}"#,
+            r#"{"name":"usual","interval":"1h","items_below_usual":0.25,"depends_on":["nightly"]}"#,
+            r#"{}"#,
+            r#"{"interval":"5m","tz":"America/New_York","active_hours":[{"start":"09:00","end":"17:00"}]}"#,
+            r#"{"cron":"*/5 * * * *","alert_on_overlap":true}"#,
+            r#"{"interval":"1d","grace":"10m"}"#,
+            r#"{"interval":"2m","max_runtime":"1m"}"#,
+        ];
+        let mut ids = Vec::new();
+        for s in specs {
+            ids.push(
+                store
+                    .create_check(&spec(s), CheckSource::Api, 1_000)
+                    .await
+                    .unwrap()
+                    .id,
+            );
+        }
+        store.set_paused(ids[5], true, 1_500).await.unwrap();
+        // Folded pings: open runs, items, a failure.
+        let mut folded = vec![
+            ping(ids[0], 2_000, PingKind::Start),
+            ping(ids[4], 2_000, PingKind::Start),
+            ping(ids[4], 2_100, PingKind::Start),
+            ping(ids[2], 2_200, PingKind::Fail),
+        ];
+        folded.push(Ping {
+            items: Some(12),
+            ..ping(ids[1], 2_300, PingKind::Success)
+        });
+        write(&store, &folded).await;
+        // Pings no written summary holds yet, on checks in several pages.
+        store
+            .append_pings(&[
+                ping(ids[2], 3_000, PingKind::Success),
+                ping(ids[3], 3_000, PingKind::Start),
+                Ping {
+                    items: Some(40),
+                    ..ping(ids[1], 3_100, PingKind::Success)
+                },
+                ping(ids[6], 3_200, PingKind::Start),
+            ])
+            .await
+            .unwrap();
+        // Usual counts that need all 17 digits to read back exactly.
+        for (i, value) in [
+            (
+                4,
+                "CAST(0.1 AS DOUBLE PRECISION) + CAST(0.2 AS DOUBLE PRECISION)",
+            ),
+            (
+                3,
+                "CAST(1 AS DOUBLE PRECISION) / CAST(3 AS DOUBLE PRECISION)",
+            ),
+            (
+                6,
+                "CAST(1e300 AS DOUBLE PRECISION) / CAST(7 AS DOUBLE PRECISION)",
+            ),
+        ] {
+            db.sql(&format!(
+                "UPDATE check_state SET usual_items = {value} WHERE check_id = {}",
+                ids[i]
+            ))
+            .await;
+        }
+        let st = |status, reason, since, quiet| StoredStatus {
+            status,
+            reason,
+            since,
+            quiet,
+        };
+        let transition = |id, to| Transition {
+            check_id: id,
+            from: None,
+            to,
+            flip: true,
+            quiet_event: None,
+            now: 4_000,
+        };
+        store
+            .record_transitions(&[
+                transition(ids[0], st(Status::Up, None, 3_900, true)),
+                transition(ids[2], st(Status::Down, Some(Reason::Failed), 3_800, false)),
+                transition(ids[4], st(Status::Late, None, 3_700, false)),
+            ])
+            .await
+            .unwrap();
+
+        // Pages of two, so pending pings and statuses fall in different pages.
+        let mut paged = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = store.eval_checks(after, 2).await.unwrap();
+            let Some(last) = page.last() else { break };
+            assert!(page.len() <= 2);
+            after = last.id;
+            paged.extend(page);
+        }
+        assert_eq!(
+            paged.iter().map(|c| c.id).collect::<Vec<_>>(),
+            ids,
+            "every check, in id order"
+        );
+        for c in &paged {
+            let one = store.eval_check(c.id).await.unwrap().unwrap();
+            let mut expected = one.spec.clone();
+            expected.uuid = None;
+            expected.slug = None;
+            expected.name = String::new();
+            expected.description = String::new();
+            expected.labels.clear();
+            expected.depends_on.clear();
+            assert_eq!(c.spec, expected, "check {}", c.id);
+            assert_eq!(c.summary, one.summary, "check {}", c.id);
+            assert_eq!(c.paused, one.paused, "check {}", c.id);
+            assert_eq!(c.stored, one.stored, "check {}", c.id);
+        }
+        // What the comparison covered: none of it is a default.
+        let by_id = |id| paged.iter().find(|c| c.id == id).unwrap();
+        assert_eq!(by_id(ids[4]).summary.usual_items, Some(0.1_f64 + 0.2));
+        assert_eq!(by_id(ids[3]).summary.usual_items, Some(1.0_f64 / 3.0));
+        assert_eq!(by_id(ids[6]).summary.usual_items, Some(1e300_f64 / 7.0));
+        assert_eq!(
+            by_id(ids[1]).summary.last_items,
+            Some(40),
+            "a pending ping applied"
+        );
+        assert_eq!(
+            by_id(ids[3]).summary.open_runs.len(),
+            1,
+            "a pending start applied"
+        );
+        assert!(!by_id(ids[4]).summary.open_runs.is_empty());
+        assert!(by_id(ids[5]).paused);
+        assert_eq!(
+            by_id(ids[0]).stored,
+            Some(st(Status::Up, None, 3_900, true))
+        );
+        assert_eq!(by_id(ids[0]).spec.active_hours.len(), 1);
+        assert_eq!(by_id(ids[0]).spec.max_instances, 3);
+        assert_eq!(by_id(ids[1]).spec.items_below_usual_ppm, Some(250_000));
+    }
+);

@@ -405,23 +405,6 @@ macro_rules! impl_check_store {
                 Ok(row.into_check()?)
             }
 
-            /// Checks with `id > after`, in id order, with their stored statuses.
-            pub(crate) async fn eval_rows<'e, E>(
-                ex: E,
-                after: i64,
-                limit: u32,
-            ) -> Result<Vec<$crate::store::EvalRow>, $crate::store::StoreError>
-            where
-                E: sqlx::Executor<'e, Database = <Self as $crate::store::dialect::Dialect>::Db>,
-            {
-                let sql = $crate::store::checks::eval_sql!("WHERE c.id > $1 ORDER BY c.id LIMIT $2");
-                Ok(sqlx::query_as(&sql)
-                    .bind(after)
-                    .bind(i64::from(limit))
-                    .fetch_all(ex)
-                    .await?)
-            }
-
             /// Checks with `id > after`, in id order, for the evaluator, with
             /// the pings no written summary holds yet applied, in one
             /// snapshot: a new leader (a restart, a failover) must start from
@@ -436,7 +419,7 @@ macro_rules! impl_check_store {
             ) -> Result<Vec<$crate::store::EvalCheck>, $crate::store::StoreError> {
                 use $crate::store::dialect::Dialect as _;
                 let mut tx = self.read_snapshot().await?;
-                let rows = Self::eval_rows(&mut *tx, after, limit).await?;
+                let rows = Self::eval_page_on(&mut tx, after, limit).await?;
                 let through = rows.last().map_or(after, |r| r.id());
                 let pending = Self::pending_between(&mut tx, after, through).await?;
                 let mut history = Self::history_on(&mut tx, &pending).await?;
@@ -444,9 +427,10 @@ macro_rules! impl_check_store {
                 let mut pending = $crate::store::checks::by_check(pending);
                 rows.into_iter()
                     .map(|r| {
-                        let mine = pending.remove(&r.id()).unwrap_or_default();
-                        let h = history.remove(&r.id());
-                        r.into_eval_with(&mine, h).map_err($crate::store::StoreError::Other)
+                        let (id, stored) = (r.id(), r.stored());
+                        let mine = pending.remove(&id).unwrap_or_default();
+                        let check = r.into_check()?;
+                        Ok($crate::store::eval_check(check, stored, &mine, history.remove(&id)))
                     })
                     .collect()
             }

@@ -22,6 +22,13 @@ pub(crate) trait Dialect {
     /// Records a replica's heartbeat: `$1` is its id, `$2` when it started,
     /// `$3` now.
     const BEAT: &'static str;
+    /// A page of the evaluator's start-up read, in id order: the checks
+    /// with `after < id`, at most `limit` (eval_rows.rs).
+    async fn eval_page_on(
+        conn: &mut <Self::Db as sqlx::Database>::Connection,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<super::eval_rows::PageRow>, StoreError>;
     /// A transaction that reads one snapshot throughout.
     async fn read_snapshot(&self) -> Result<sqlx::Transaction<'_, Self::Db>, StoreError>;
     /// Pings that the written summaries do not hold yet (SQLite: the log's

@@ -15,6 +15,7 @@ use crate::settings::{is_postgres_url, DatabaseSettings};
 
 pub mod checks; // checks and their history: the SQL both backends share, written once
 mod dialect; // what each backend does its own way, for the code both share
+pub(crate) mod eval_rows; // the evaluator's start-up read: a page of checks as one JSON value
 mod full; // a full disk told apart from other failures, by the database's error code
 mod history; // the item history's buckets: read before a fold, written with its pings
 pub mod keys; // API keys (their hashes)
@@ -30,9 +31,9 @@ mod rows; // rows as both backends read them, and their conversion to domain typ
 pub mod sqlite; // the SQLite backend: its dialect work, one concern a file
 
 pub(crate) use rows::{
-    bind_check_values, bind_update_values, check_ref, insert_check_sql, update_check_sql, CheckRow,
-    CheckValues, EvalRow, InboxRow, PingRow, RunRow, WriterCheck, WriterRow, CHECK_COLUMNS,
-    EVAL_COLUMNS, INBOX_COLUMNS, WRITER_COLUMNS,
+    bind_check_values, bind_update_values, check_ref, eval_check, insert_check_sql,
+    update_check_sql, CheckRow, CheckValues, EvalRow, InboxRow, PingRow, RunRow, WriterCheck,
+    WriterRow, CHECK_COLUMNS, EVAL_COLUMNS, INBOX_COLUMNS, WRITER_COLUMNS,
 };
 
 /// What went wrong in the store, as the rest of the code needs to know it.

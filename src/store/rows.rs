@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use super::eval_rows::stored_status;
 use super::{CheckRef, CheckSource, EvalCheck, StoredStatus};
 use crate::domain::check::{
     Check, CheckSpec, Methods, Schedule, WindowInput, DEFAULT_ITEMS_WINDOW, WEEK,
 };
 use crate::domain::fold::{apply_pending_with, FoldCheck, Ping, PingRecord, RunRecord, StoredPing};
 use crate::domain::ping::{clamp_items, OpenRun, PingKind, Summary, Thresholds};
-use crate::domain::status::{Reason, Status};
 use crate::domain::usual::{HourBucket, UsualRule};
 
 /// The columns of `ping_inbox`, as both backends read them.
@@ -169,29 +169,31 @@ pub(crate) struct CheckRow {
     state: SummaryRow,
 }
 
-/// The columns of `check_state`.
-#[derive(sqlx::FromRow, Default)]
+/// The columns of `check_state` (also read, in this order, from the JSON
+/// array of a page of the evaluator's start-up: eval_rows.rs).
+#[derive(sqlx::FromRow, Default, serde::Deserialize)]
 pub(crate) struct SummaryRow {
-    n_pings: i64,
-    last_ping_at: Option<i64>,
-    last_ping_kind: Option<String>,
-    last_success_at: Option<i64>,
-    last_start_at: Option<i64>,
-    last_failure_at: Option<i64>,
-    last_items: Option<i64>,
-    last_items_at: Option<i64>,
-    zero_streak_since: Option<i64>,
-    zero_streak_runs: i64,
-    low_streak_runs: i64,
-    below_streak_runs: i64,
-    usual_items: Option<f64>,
-    consecutive_failures: i64,
-    consecutive_successes: i64,
-    last_duration_ms: Option<i64>,
-    open_runs: String,
-    overlap_count: i64,
-    failed_since: Option<i64>,
-    timed_out_at: Option<i64>,
+    pub(crate) n_pings: i64,
+    pub(crate) last_ping_at: Option<i64>,
+    pub(crate) last_ping_kind: Option<String>,
+    pub(crate) last_success_at: Option<i64>,
+    pub(crate) last_start_at: Option<i64>,
+    pub(crate) last_failure_at: Option<i64>,
+    pub(crate) last_items: Option<i64>,
+    pub(crate) last_items_at: Option<i64>,
+    pub(crate) zero_streak_since: Option<i64>,
+    pub(crate) zero_streak_runs: i64,
+    pub(crate) low_streak_runs: i64,
+    pub(crate) below_streak_runs: i64,
+    #[serde(deserialize_with = "super::eval_rows::exact_float")]
+    pub(crate) usual_items: Option<f64>,
+    pub(crate) consecutive_failures: i64,
+    pub(crate) consecutive_successes: i64,
+    pub(crate) last_duration_ms: Option<i64>,
+    pub(crate) open_runs: String,
+    pub(crate) overlap_count: i64,
+    pub(crate) failed_since: Option<i64>,
+    pub(crate) timed_out_at: Option<i64>,
 }
 
 pub(crate) const CHECK_COLUMNS: &str = "c.id, c.uuid, c.slug, c.name, c.description, c.labels, \
@@ -218,8 +220,13 @@ fn duration(ms: Option<i64>) -> Option<Duration> {
 
 impl SummaryRow {
     pub(crate) fn into_summary(self) -> anyhow::Result<Summary> {
-        let open_runs: Vec<OpenRun> = serde_json::from_str(&self.open_runs)
-            .map_err(|e| anyhow::anyhow!("check_state.open_runs is not valid JSON: {e}"))?;
+        // Most checks have no open run: no parser needed.
+        let open_runs: Vec<OpenRun> = if self.open_runs == "[]" {
+            Vec::new()
+        } else {
+            serde_json::from_str(&self.open_runs)
+                .map_err(|e| anyhow::anyhow!("check_state.open_runs is not valid JSON: {e}"))?
+        };
         Ok(Summary {
             n_pings: self.n_pings,
             last_ping_at: self.last_ping_at,
@@ -436,38 +443,42 @@ pub(crate) struct EvalRow {
 }
 
 impl EvalRow {
-    /// The check's id.
-    pub(crate) fn id(&self) -> i64 {
-        self.check.id
-    }
-
     /// The check with its pings still in the inbox applied (read-your-writes).
     pub(crate) fn into_eval_with(
         self,
         pending: &[StoredPing],
         history: Option<Vec<HourBucket>>,
     ) -> anyhow::Result<EvalCheck> {
-        let stored = match (
-            self.stored_status.as_deref().and_then(Status::parse),
+        let stored = stored_status(
+            self.stored_status.as_deref(),
+            self.stored_reason.as_deref(),
             self.stored_since,
-        ) {
-            (Some(status), Some(since)) => Some(StoredStatus {
-                status,
-                reason: self.stored_reason.as_deref().and_then(Reason::parse),
-                since,
-                quiet: self.stored_quiet.unwrap_or(false),
-            }),
-            _ => None,
-        };
-        let mut check = self.check.into_check()?;
-        apply_pending_with(&mut check, pending, history);
-        Ok(EvalCheck {
-            id: check.id,
-            spec: check.spec,
-            paused: check.paused,
-            summary: check.summary,
+            self.stored_quiet,
+        );
+        Ok(eval_check(
+            self.check.into_check()?,
             stored,
-        })
+            pending,
+            history,
+        ))
+    }
+}
+
+/// A check as the evaluator loads it: `check` with its pings still in the
+/// inbox applied (read-your-writes).
+pub(crate) fn eval_check(
+    mut check: Check,
+    stored: Option<StoredStatus>,
+    pending: &[StoredPing],
+    history: Option<Vec<HourBucket>>,
+) -> EvalCheck {
+    apply_pending_with(&mut check, pending, history);
+    EvalCheck {
+        id: check.id,
+        spec: check.spec,
+        paused: check.paused,
+        summary: check.summary,
+        stored,
     }
 }
 

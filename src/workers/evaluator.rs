@@ -216,6 +216,8 @@ pub struct Evaluator {
     /// Checks whose overlap alert opened or resolved (or that were deleted)
     /// since the dispatcher was last told.
     alerts_changed: Vec<i64>,
+    /// When this term's load began, until its first full pass is logged.
+    loading_since: Option<std::time::Instant>,
 }
 
 impl Evaluator {
@@ -237,6 +239,7 @@ impl Evaluator {
                 cache: RulesCache::default(),
                 dispatch: None,
                 alerts_changed: Vec::new(),
+                loading_since: None,
             },
             EvaluatorHandle { tx, progress },
         )
@@ -249,16 +252,23 @@ impl Evaluator {
 
     /// Loads every check and schedules each for an immediate evaluation.
     pub async fn load(&mut self, now: UnixMs) -> anyhow::Result<()> {
+        let began = std::time::Instant::now();
         // Sized once: growing a map of a million entries would briefly hold
         // the old table and the new one (a 1.2 GiB peak at 1M checks).
         let count = self.store.check_count().await?;
         self.entries.reserve(count);
         self.heap.reserve(count);
-        let mut after = 0;
+        // The next page is read (on another core) while this one goes in.
+        let store = self.store.clone();
+        let fetch = |after| {
+            let store = store.clone();
+            tokio::spawn(async move { store.eval_checks(after, PAGE).await })
+        };
+        let mut next = fetch(0);
         loop {
-            let page = self.store.eval_checks(after, PAGE).await?;
+            let page = next.await??;
             let Some(last) = page.last() else { break };
-            after = last.id;
+            next = fetch(last.id);
             for c in page {
                 self.insert(c, now);
             }
@@ -271,7 +281,12 @@ impl Evaluator {
                 e.overlap = true;
             }
         }
-        tracing::info!(checks = self.entries.len(), "evaluator loaded");
+        tracing::info!(
+            checks = self.entries.len(),
+            took_ms = began.elapsed().as_millis() as u64,
+            "evaluator loaded"
+        );
+        self.loading_since = Some(began);
         self.progress.loaded.store(true, Ordering::Release);
         Ok(())
     }
@@ -684,8 +699,20 @@ impl LeaderWorker for Evaluator {
     async fn step(&mut self, now: UnixMs) -> Duration {
         // While a tick runs, its deadlines count as not yet processed.
         self.publish_due();
+        let judging = self.observed.fresh(now);
         self.tick(now).await;
         self.publish_due();
+        if judging {
+            if let Some(began) = self.loading_since.take() {
+                // Every check was due at once after the load: how long a
+                // start (or a failover) takes until the evaluator is current.
+                tracing::info!(
+                    checks = self.entries.len(),
+                    took_ms = began.elapsed().as_millis() as u64,
+                    "evaluator judged every check"
+                );
+            }
+        }
         match self.next_wake() {
             // While not observing, look again at the heartbeat's pace.
             Some(_) if !self.observed.fresh(now) => RETRY,

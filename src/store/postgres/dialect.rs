@@ -27,6 +27,25 @@ impl Dialect for PgStore {
          VALUES ($1, $2, $3) \
          ON CONFLICT (id) DO UPDATE SET last_beat_at = GREATEST(replicas.last_beat_at, excluded.last_beat_at)";
 
+    /// Rows: cheap to read here, and JSON is not cheap to build.
+    async fn eval_page_on(
+        conn: &mut sqlx::PgConnection,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<crate::store::eval_rows::PageRow>, StoreError> {
+        use crate::store::eval_rows::{page_rows_sql, PageRow};
+        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(page_rows_sql);
+        let rows = sqlx::query(&SQL)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *conn)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(PageRow::from_pg)
+            .collect::<Result<_, _>>()?)
+    }
+
     /// A read-only transaction that reads one snapshot throughout.
     async fn read_snapshot(&self) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, StoreError> {
         let mut tx = self.pool.begin().await?;

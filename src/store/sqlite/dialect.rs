@@ -29,6 +29,30 @@ impl Dialect for SqliteStore {
          VALUES ($1, $2, $3) \
          ON CONFLICT (id) DO UPDATE SET last_beat_at = excluded.last_beat_at";
 
+    /// One JSON value per page, from SQLite's own functions;
+    /// `usual_items` as 17 digits of text, since its JSON writes 15.
+    async fn eval_page_on(
+        conn: &mut SqliteConnection,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<crate::store::eval_rows::PageRow>, StoreError> {
+        use crate::store::eval_rows::{page_sql, parse_page};
+        static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            page_sql(
+                "json_array",
+                "group_concat",
+                "CASE WHEN s.usual_items IS NULL THEN NULL ELSE printf('%!.17g', s.usual_items) END",
+                "",
+            )
+        });
+        let (page, _last): (Option<String>, Option<i64>) = sqlx::query_as(&SQL)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_one(&mut *conn)
+            .await?;
+        Ok(parse_page(page.as_deref())?)
+    }
+
     /// A read transaction: in WAL mode it reads one snapshot throughout.
     async fn read_snapshot(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
         Ok(self.pool.begin().await?)
