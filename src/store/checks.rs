@@ -32,6 +32,10 @@ pub trait CheckStore {
     async fn check_by_uuid(&self, uuid: Uuid) -> Result<Check, StoreError>;
     /// Every check, oldest first.
     async fn list_checks(&self) -> Result<Vec<Check>, StoreError>;
+    /// What reconciling the config file looks at: the checks it made
+    /// (`source = 'config'`) and those with one of these slugs, oldest
+    /// first.
+    async fn config_checks(&self, slugs: &[String]) -> Result<Vec<Check>, StoreError>;
     /// The routing entry of a check by uuid, if it exists.
     async fn check_ref_by_uuid(&self, uuid: Uuid) -> Result<Option<CheckRef>, StoreError>;
     /// The routing entry of a check by slug, if it exists.
@@ -205,6 +209,44 @@ macro_rules! impl_check_store {
                         Ok(check)
                     })
                     .collect()
+            }
+
+            async fn config_checks(
+                &self,
+                slugs: &[String],
+            ) -> Result<Vec<$crate::domain::check::Check>, $crate::store::StoreError> {
+                use $crate::store::checks::{by_check, check_sql};
+                use $crate::store::dialect::Dialect as _;
+                let sql = check_sql!(format!(
+                    "WHERE c.source = 'config' OR c.slug IN ({}) ORDER BY c.id",
+                    <Self as $crate::store::dialect::Dialect>::JSON_TEXTS
+                ));
+                let slugs = serde_json::to_string(slugs)
+                    .map_err(|e| anyhow::anyhow!("cannot write the slugs as JSON: {e}"))?;
+                let mut tx = self.read_snapshot().await?;
+                let rows: Vec<$crate::store::CheckRow> =
+                    sqlx::query_as(&sql).bind(slugs).fetch_all(&mut *tx).await?;
+                let mut checks = Vec::with_capacity(rows.len());
+                for r in rows {
+                    checks.push(r.into_check()?);
+                }
+                // The pings no written summary holds yet, as `list_checks`
+                // applies them.
+                let ids: std::collections::HashSet<i64> = checks.iter().map(|c| c.id).collect();
+                let pending: Vec<_> = Self::pending_on(&mut tx, None)
+                    .await?
+                    .into_iter()
+                    .filter(|p| ids.contains(&p.ping.check_id))
+                    .collect();
+                let mut history = Self::history_on(&mut tx, &pending).await?;
+                let mut pending = by_check(pending);
+                tx.commit().await?;
+                for check in &mut checks {
+                    let mine = pending.remove(&check.id).unwrap_or_default();
+                    let h = history.remove(&check.id);
+                    $crate::domain::fold::apply_pending_with(check, &mine, h);
+                }
+                Ok(checks)
             }
 
             async fn check_ref_by_uuid(

@@ -22,6 +22,8 @@ pub(crate) trait Dialect {
     /// Records a replica's heartbeat: `$1` is its id, `$2` when it started,
     /// `$3` now.
     const BEAT: &'static str;
+    /// The texts of the JSON array `$1`, as a one-column subquery.
+    const JSON_TEXTS: &'static str;
     /// A page of the evaluator's start-up read, in id order: the checks
     /// with `after < id`, at most `limit` (eval_rows.rs).
     async fn eval_page_on(

@@ -63,8 +63,11 @@ struct Job {
 /// Handle to the ping path, shared by all request handlers.
 pub struct Ingest {
     store: Arc<dyn Store>,
-    by_uuid: RwLock<HashMap<Uuid, CheckRef>>,
-    by_slug: RwLock<HashMap<String, CheckRef>>,
+    /// Check ids by uuid: only the id, since a million checks have two
+    /// million slots (a full `CheckRef` in each cost 128 MiB, this 48).
+    by_uuid: RwLock<HashMap<Uuid, i64>>,
+    /// Check ids (and uuids, to forget the right one) by slug.
+    by_slug: RwLock<HashMap<Box<str>, (Uuid, i64)>>,
     /// How many times a check was forgotten: a check looked up in the
     /// database is remembered only if none was forgotten meanwhile, so a
     /// lookup that raced a delete cannot bring the deleted check back.
@@ -119,8 +122,8 @@ impl Ingest {
     /// The id of the check with this uuid, from memory or else from the
     /// database.
     pub async fn resolve_uuid(&self, uuid: Uuid) -> Result<Option<i64>, StoreError> {
-        if let Some(r) = read(&self.by_uuid).get(&uuid) {
-            return Ok(Some(r.id));
+        if let Some(id) = read(&self.by_uuid).get(&uuid) {
+            return Ok(Some(*id));
         }
         let seen = self.forgotten.load(Ordering::Acquire);
         let found = self.store.check_ref_by_uuid(uuid).await?;
@@ -134,8 +137,8 @@ impl Ingest {
     /// The id of the check with this slug, from memory or else from the
     /// database.
     pub async fn resolve_slug(&self, slug: &str) -> Result<Option<i64>, StoreError> {
-        if let Some(r) = read(&self.by_slug).get(slug) {
-            return Ok(Some(r.id));
+        if let Some((_, id)) = read(&self.by_slug).get(slug) {
+            return Ok(Some(*id));
         }
         let seen = self.forgotten.load(Ordering::Acquire);
         let found = self.store.check_ref_by_slug(slug).await?;
@@ -160,10 +163,10 @@ impl Ingest {
         if seen.is_some_and(|n| n != self.forgotten.load(Ordering::Acquire)) {
             return;
         }
-        if let Some(slug) = &r.slug {
-            write(&self.by_slug).insert(slug.clone(), r.clone());
+        if let Some(slug) = r.slug {
+            write(&self.by_slug).insert(slug.into(), (r.uuid, r.id));
         }
-        by_uuid.insert(r.uuid, r);
+        by_uuid.insert(r.uuid, r.id);
     }
 
     /// Drops a check from the routing map (after it was deleted, or before
@@ -173,7 +176,7 @@ impl Ingest {
         self.forgotten.fetch_add(1, Ordering::AcqRel);
         if let Some(slug) = slug {
             let mut by_slug = write(&self.by_slug);
-            if by_slug.get(slug).is_some_and(|r| r.uuid == uuid) {
+            if by_slug.get(slug).is_some_and(|(u, _)| *u == uuid) {
                 by_slug.remove(slug);
             }
         }
@@ -231,14 +234,16 @@ impl Ingest {
 }
 
 /// The routing maps (by uuid, by slug) of these routes.
-fn routes(refs: Vec<CheckRef>) -> (HashMap<Uuid, CheckRef>, HashMap<String, CheckRef>) {
+type Routes = (HashMap<Uuid, i64>, HashMap<Box<str>, (Uuid, i64)>);
+
+fn routes(refs: Vec<CheckRef>) -> Routes {
     let mut by_uuid = HashMap::with_capacity(refs.len());
     let mut by_slug = HashMap::new();
     for r in refs {
-        if let Some(slug) = &r.slug {
-            by_slug.insert(slug.clone(), r.clone());
+        if let Some(slug) = r.slug {
+            by_slug.insert(slug.into(), (r.uuid, r.id));
         }
-        by_uuid.insert(r.uuid, r);
+        by_uuid.insert(r.uuid, r.id);
     }
     (by_uuid, by_slug)
 }

@@ -73,6 +73,24 @@ pub struct Plan {
 /// Compares the declared checks with the stored ones. Pure: the whole policy
 /// of what a reload may touch is here.
 pub fn plan(declared: &[CheckSpec], stored: &[Check]) -> Plan {
+    plan_with(declared, stored, graph_of(stored))
+}
+
+/// The dependency graph of these checks (slug → depends_on).
+pub fn graph_of(stored: &[Check]) -> Graph {
+    Graph::new(
+        stored
+            .iter()
+            .filter_map(|c| Some((c.spec.slug.clone()?, c.spec.depends_on.clone()))),
+    )
+}
+
+/// [`plan`] from only the stored checks it looks at, those of the file
+/// (`source = 'config'`) and those owning a slug the file declares, with
+/// the dependency graph of every stored check (`graph`; an empty one when
+/// no declared check depends on anything, since then no cycle can pass
+/// through one). A million checks made through the API are not read.
+pub fn plan_with(declared: &[CheckSpec], stored: &[Check], graph: Graph) -> Plan {
     let mut plan = Plan::default();
     let by_slug: BTreeMap<&str, &Check> = stored
         .iter()
@@ -128,7 +146,7 @@ pub fn plan(declared: &[CheckSpec], stored: &[Check]) -> Plan {
                 .push((c.id, slug.unwrap_or_default().to_string())),
         }
     }
-    plan.errors = depends_cycles(&plan, declared, stored);
+    plan.errors = depends_cycles(&plan, declared, stored, graph);
     plan
 }
 
@@ -136,12 +154,12 @@ pub fn plan(declared: &[CheckSpec], stored: &[Check]) -> Plan {
 /// carried out. The file alone has none (its validation refuses them), but
 /// a slug it declares may belong to a check created through the API (left
 /// alone, with a warning), whose own `depends_on` can lead back.
-fn depends_cycles(plan: &Plan, declared: &[CheckSpec], stored: &[Check]) -> Vec<String> {
-    let mut graph = Graph::new(
-        stored
-            .iter()
-            .filter_map(|c| Some((c.spec.slug.clone()?, c.spec.depends_on.clone()))),
-    );
+fn depends_cycles(
+    plan: &Plan,
+    declared: &[CheckSpec],
+    stored: &[Check],
+    mut graph: Graph,
+) -> Vec<String> {
     for (_, slug) in &plan.delete {
         graph.remove(slug);
     }
@@ -267,8 +285,14 @@ impl Live {
         // No API write may change the dependency graph between the look at
         // it and the writes it allowed.
         let _graph = self.checks.graph_lock().await;
-        let stored = self.store.list_checks().await?;
-        let plan = plan(declared, &stored);
+        let slugs: Vec<String> = declared.iter().filter_map(|c| c.slug.clone()).collect();
+        let stored = self.store.config_checks(&slugs).await?;
+        let graph = if declared.iter().any(|c| !c.depends_on.is_empty()) {
+            self.store.depends_graph().await?
+        } else {
+            Graph::default()
+        };
+        let plan = plan_with(declared, &stored, graph);
         if !plan.errors.is_empty() {
             return Err(ReloadError::Invalid(ConfigErrors(plan.errors)));
         }
@@ -473,6 +497,46 @@ mod tests {
         // Without the API check's edge there is nothing to refuse.
         let rows = [stored(1, "config", r#"{"slug":"c"}"#)];
         assert!(plan(&declared, &rows).errors.is_empty());
+    }
+
+    /// What a reload reads (the file's checks, the owners of its slugs and
+    /// the graph) plans what reading every check would.
+    #[test]
+    fn the_checks_read_plan_what_all_would() {
+        let declared = [
+            spec(r#"{"slug":"c","depends_on":["x"]}"#),
+            spec(r#"{"slug":"x"}"#),
+            spec(r#"{"slug":"kept","interval":"1m"}"#),
+            spec(r#"{"slug":"new"}"#),
+        ];
+        let all = [
+            stored(1, "config", r#"{"slug":"c"}"#),
+            stored(2, "api", r#"{"slug":"x","depends_on":["y"]}"#),
+            stored(3, "api", r#"{"slug":"y","depends_on":["c"]}"#),
+            stored(4, "config", r#"{"slug":"kept","interval":"2m"}"#),
+            stored(5, "config", r#"{"slug":"dropped"}"#),
+            stored(6, "api", r#"{"slug":"unrelated","interval":"1h"}"#),
+            stored(7, "ping", r#"{}"#),
+        ];
+        let read: Vec<Check> = all
+            .iter()
+            .filter(|c| {
+                c.source == "config"
+                    || c.spec
+                        .slug
+                        .as_ref()
+                        .is_some_and(|s| declared.iter().any(|d| d.slug.as_ref() == Some(s)))
+            })
+            .cloned()
+            .collect();
+        assert_eq!(read.len(), 4);
+        let whole = plan(&declared, &all);
+        assert_eq!(plan_with(&declared, &read, graph_of(&all)), whole);
+        assert_eq!(whole.errors.len(), 1, "{:?}", whole.errors);
+        assert_eq!(whole.delete, vec![(5, "dropped".to_string())]);
+        // Without dependencies declared, no graph is needed.
+        let plain = &declared[2..];
+        assert_eq!(plan_with(plain, &read, Graph::default()), plan(plain, &all));
     }
 
     #[test]

@@ -21,6 +21,8 @@ impl Dialect for PgStore {
         "SELECT id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, \
          scheme, body, duration_ms, reason FROM pings WHERE check_id = $1 AND n < $2 ORDER BY id DESC LIMIT $3";
 
+    const JSON_TEXTS: &'static str = "SELECT json_array_elements_text($1::json)";
+
     /// Never moves a replica's last beat back (another process may have
     /// recorded a later one).
     const BEAT: &'static str = "INSERT INTO replicas (id, started_at, last_beat_at) \

@@ -24,6 +24,8 @@ impl Dialect for SqliteStore {
          AND i.id <= (SELECT folded_through FROM check_state WHERE check_id = ?1) \
          ORDER BY i.id DESC LIMIT ?3";
 
+    const JSON_TEXTS: &'static str = "SELECT value FROM json_each($1)";
+
     /// One process per file: its own heartbeats come in order.
     const BEAT: &'static str = "INSERT INTO replicas (id, started_at, last_beat_at) \
          VALUES ($1, $2, $3) \
