@@ -185,6 +185,12 @@ pub async fn run_with_metrics_listener(
     if let Some(d) = &dispatch {
         evaluator.set_dispatch(d.clone());
     }
+    // Changes made on other replicas reach this one's leader work and its
+    // ping routing; a follower's evaluator keeps its checks current with them.
+    let changes = Arc::new(crate::workers::lease::ChangeBarrier::default());
+    if !store.single_process() {
+        evaluator.set_barrier(changes.clone());
+    }
     tracker.spawn(evaluator.run(workers_stop.clone(), leader.clone()));
     tracker.spawn(crate::workers::retention::run(
         store.clone(),
@@ -206,9 +212,6 @@ pub async fn run_with_metrics_listener(
     )
     .await
     .context("cannot load checks")?;
-    // Changes made on other replicas reach this one's leader work and its
-    // ping routing.
-    let changes = Arc::new(crate::workers::lease::ChangeBarrier::default());
     {
         let evaluator = evaluator_handle.clone();
         let dispatch = dispatch.clone();
@@ -221,6 +224,7 @@ pub async fn run_with_metrics_listener(
                 .watch_changes(
                     Box::new(move |change| match change {
                         Change::Check(id) => evaluator.notify(Notice::Changed(id)),
+                        Change::State(ids) => evaluator.notify(Notice::State(ids)),
                         Change::Silences => {
                             if let Some(d) = &dispatch {
                                 d.notify(DispatchNotice::Silences);
@@ -232,6 +236,7 @@ pub async fn run_with_metrics_listener(
                         // again (a check deleted or renamed meanwhile must not
                         // be routed by its old uuid or slug).
                         Change::Unknown => {
+                            evaluator.notify(Notice::Resync);
                             let routes = routes.clone();
                             tokio::spawn(async move {
                                 if let Err(e) = routes.reload_routes().await {

@@ -1055,6 +1055,41 @@ both_backends!(
             assert_eq!(c.paused, one.paused, "check {}", c.id);
             assert_eq!(c.stored, one.stored, "check {}", c.id);
         }
+        // What a warm follower reads again (PostgreSQL: one query for them
+        // all) is what the pages read, in id order, without checks that do
+        // not exist (a deleted one) and without repeats.
+        let gone = ids[6] + 1_000;
+        let wanted = [ids[6], ids[1], gone, ids[3], ids[1], ids[0]];
+        let again = store.eval_checks_in(&wanted).await.unwrap();
+        assert_eq!(
+            again.iter().map(|c| c.id).collect::<Vec<_>>(),
+            [ids[0], ids[1], ids[3], ids[6]]
+        );
+        for c in &again {
+            let p = paged.iter().find(|p| p.id == c.id).unwrap();
+            // What the evaluator reads (SQLite reads each in full).
+            let mut spec = c.spec.clone();
+            spec.uuid = None;
+            spec.slug = None;
+            spec.name = String::new();
+            spec.description = String::new();
+            spec.labels.clear();
+            spec.depends_on.clear();
+            assert_eq!(spec, p.spec, "check {}", c.id);
+            assert_eq!(c.summary, p.summary, "check {}", c.id);
+            assert_eq!(c.paused, p.paused, "check {}", c.id);
+            assert_eq!(c.stored, p.stored, "check {}", c.id);
+        }
+        assert!(store.eval_checks_in(&[]).await.unwrap().is_empty());
+        assert!(store.eval_checks_in(&[gone]).await.unwrap().is_empty());
+        // Checks with pings stored but not folded (PostgreSQL's inbox).
+        let mut inbox = store.inbox_checks().await.unwrap();
+        inbox.sort_unstable();
+        match backend {
+            Backend::Postgres => assert_eq!(inbox, [ids[1], ids[2], ids[3], ids[6]]),
+            Backend::Sqlite => assert!(inbox.is_empty(), "{inbox:?}"),
+        }
+
         // What the comparison covered: none of it is a default.
         let by_id = |id| paged.iter().find(|c| c.id == id).unwrap();
         assert_eq!(by_id(ids[4]).summary.usual_items, Some(0.1_f64 + 0.2));
@@ -1081,3 +1116,149 @@ both_backends!(
         assert_eq!(by_id(ids[1]).spec.items_below_usual_ppm, Some(250_000));
     }
 );
+
+/// PostgreSQL tells every replica which checks' summaries and stored
+/// statuses a statement changed (`state:<id>,…`, migration 0019), so that a
+/// warm follower reads them again; a statement that changes none says
+/// nothing.
+#[tokio::test]
+async fn state_changes_are_announced_on_postgres() {
+    use overdue::domain::status::Status;
+    use overdue::store::lease::Change;
+    use overdue::store::{StoredStatus, Transition};
+    if !common::postgres_available("state_changes_are_announced_on_postgres") {
+        return;
+    }
+    let (db, store) = open(Backend::Postgres).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let listener = {
+        let (store, stop) = (store.clone(), stop.clone());
+        tokio::spawn(async move {
+            store
+                .watch_changes(Box::new(move |c| drop(tx.send(c))), stop)
+                .await
+        })
+    };
+    // Listening once the first (unknown) change arrives.
+    let first = tokio::time::timeout(common::HANG_GUARD, rx.recv())
+        .await
+        .unwrap();
+    assert_eq!(first, Some(Change::Unknown));
+    /// The changes announced since the last call: everything committed
+    /// before a marker arrives before it.
+    async fn sync(
+        store: &Arc<dyn Store>,
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<Change>,
+    ) -> Vec<Change> {
+        let token = Uuid::new_v4().to_string();
+        store.sync_changes(&token).await.unwrap();
+        let mut seen = Vec::new();
+        loop {
+            let c = tokio::time::timeout(common::HANG_GUARD, rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            if c == Change::Sync(token.clone()) {
+                return seen;
+            }
+            seen.push(c);
+        }
+    }
+    let a = store
+        .create_check(&spec(r#"{"interval":"1h"}"#), CheckSource::Api, 1_000)
+        .await
+        .unwrap()
+        .id;
+    let b = store
+        .create_check(&spec(r#"{"interval":"1h"}"#), CheckSource::Api, 1_000)
+        .await
+        .unwrap()
+        .id;
+    let created = sync(&store, &mut rx).await;
+    for id in [a, b] {
+        assert!(created.contains(&Change::Check(id)), "{created:?}");
+        assert!(created.contains(&Change::State(vec![id])), "{created:?}");
+    }
+    // A fold of both checks' pings: one statement, both ids.
+    write(
+        &store,
+        &[
+            ping(a, 2_000, PingKind::Success),
+            ping(b, 2_000, PingKind::Success),
+        ],
+    )
+    .await;
+    let folded = sync(&store, &mut rx).await;
+    let mut ids: Vec<i64> = folded
+        .iter()
+        .flat_map(|c| match c {
+            Change::State(ids) => ids.clone(),
+            other => panic!("only state changes: {other:?}"),
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids, [a, b]);
+    // The evaluator's record of a status.
+    store
+        .record_transitions(&[Transition {
+            check_id: b,
+            from: None,
+            to: StoredStatus {
+                status: Status::Up,
+                reason: None,
+                since: 2_000,
+                quiet: false,
+            },
+            flip: true,
+            quiet_event: None,
+            now: 2_100,
+        }])
+        .await
+        .unwrap();
+    let recorded = sync(&store, &mut rx).await;
+    assert!(recorded.contains(&Change::State(vec![b])), "{recorded:?}");
+    assert!(
+        recorded
+            .iter()
+            .all(|c| matches!(c, Change::State(ids) if ids == &vec![b])),
+        "{recorded:?}"
+    );
+    // A statement that changes no row announces nothing.
+    db.sql("UPDATE check_state SET n_pings = n_pings WHERE check_id = -1")
+        .await;
+    assert_eq!(sync(&store, &mut rx).await, Vec::<Change>::new());
+    // More than fit in one notification (8000 bytes): several, every id once.
+    let many: Vec<i64> = {
+        let mut v = Vec::new();
+        for _ in 0..1_200 {
+            v.push(
+                store
+                    .create_check(&spec(r#"{"interval":"1h"}"#), CheckSource::Api, 1_000)
+                    .await
+                    .unwrap()
+                    .id,
+            );
+        }
+        v
+    };
+    sync(&store, &mut rx).await;
+    db.sql("UPDATE check_state SET n_pings = n_pings + 1").await;
+    let bulk = sync(&store, &mut rx).await;
+    let mut ids: Vec<i64> = bulk
+        .iter()
+        .flat_map(|c| match c {
+            Change::State(ids) => ids.clone(),
+            other => panic!("only state changes: {other:?}"),
+        })
+        .collect();
+    assert!(bulk.len() >= 3, "{} notifications", bulk.len());
+    ids.sort_unstable();
+    let mut all = many.clone();
+    all.extend([a, b]);
+    all.sort_unstable();
+    assert_eq!(ids, all);
+    stop.cancel();
+    listener.await.unwrap();
+}

@@ -52,6 +52,18 @@ pub(crate) fn page_rows_sql() -> String {
     format!("SELECT {SPEC}, {summary}, {STORED} {FROM}")
 }
 
+/// The SQL of the checks whose ids are in the array `$1`, as rows in the
+/// columns [`PageRow::from_pg`] reads, in id order.
+pub(crate) fn ids_rows_sql() -> String {
+    let summary = SUMMARY.replace("{usual}", "s.usual_items");
+    format!(
+        "SELECT {SPEC}, {summary}, {STORED} FROM checks c \
+         JOIN check_state s ON s.check_id = c.id \
+         LEFT JOIN check_status st ON st.check_id = c.id \
+         WHERE c.id = ANY($1) ORDER BY c.id"
+    )
+}
+
 /// The SQL of a page as JSON: `$1` the id the page starts after, `$2` how many at
 /// most. Every table is bounded by `$1`: PostgreSQL may merge-join them in
 /// id order, and would otherwise read each from the first id on every page

@@ -73,10 +73,16 @@ pub enum Change {
     /// A replica's marker (see [`LeaseStore::sync_changes`]): every change
     /// committed before it has been reported.
     Sync(String),
+    /// The leader changed these checks' summaries or stored statuses (a
+    /// fold, a timed-out run, an evaluation): a warm follower reads them
+    /// again.
+    State(Vec<i64>),
 }
 
 impl Change {
-    /// Parses a notification payload: `check:<id>` or `silences`.
+    /// Parses a notification payload: `check:<id>`, `state:<id>,<id>…`,
+    /// `route:<uuid>:<slug>`, `sync:<token>` or `silences`; anything else
+    /// (or a malformed one) is [`Change::Unknown`].
     pub fn parse(payload: &str) -> Change {
         if payload == "silences" {
             return Change::Silences;
@@ -93,6 +99,13 @@ impl Change {
         }
         if let Some(token) = payload.strip_prefix("sync:") {
             return Change::Sync(token.to_string());
+        }
+        if let Some(ids) = payload.strip_prefix("state:") {
+            return ids
+                .split(',')
+                .map(str::parse)
+                .collect::<Result<Vec<i64>, _>>()
+                .map_or(Change::Unknown, Change::State);
         }
         payload
             .strip_prefix("check:")
@@ -124,6 +137,11 @@ mod tests {
         );
         assert_eq!(Change::parse("route:nope:x"), Change::Unknown);
         assert_eq!(Change::parse("check:x"), Change::Unknown);
+        assert_eq!(Change::parse("state:7"), Change::State(vec![7]));
+        assert_eq!(Change::parse("state:3,1,2"), Change::State(vec![3, 1, 2]));
+        // A follower that cannot read which checks changed must read them all.
+        assert_eq!(Change::parse("state:1,x"), Change::Unknown);
+        assert_eq!(Change::parse("state:"), Change::Unknown);
         assert_eq!(Change::parse(""), Change::Unknown);
     }
 }

@@ -308,6 +308,26 @@ pub trait Store:
     async fn eval_checks(&self, after: i64, limit: u32) -> Result<Vec<EvalCheck>, StoreError>;
     /// One check for the evaluator; `None` if it no longer exists.
     async fn eval_check(&self, id: i64) -> Result<Option<EvalCheck>, StoreError>;
+    /// The checks with pings stored but not folded into their summaries
+    /// yet (PostgreSQL: the inbox), for a warm follower's term to read
+    /// again. SQLite has no followers: none.
+    async fn inbox_checks(&self) -> Result<Vec<i64>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// These checks for the evaluator, in id order, read in one snapshot
+    /// (those that no longer exist are left out): what a warm follower reads
+    /// again when another replica changed them. PostgreSQL reads them in one
+    /// query; the default reads them one by one.
+    async fn eval_checks_in(&self, ids: &[i64]) -> Result<Vec<EvalCheck>, StoreError> {
+        let mut sorted = ids.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut out = Vec::with_capacity(sorted.len());
+        for id in sorted {
+            out.extend(self.eval_check(id).await?);
+        }
+        Ok(out)
+    }
     /// Records a batch of status changes (status, flips, incidents, events)
     /// in one transaction. Changes of a check deleted since it was evaluated
     /// are dropped: a deleted check has no status to record.

@@ -32,7 +32,9 @@ use crate::domain::timeline::{spans_of, union, Observation};
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::store::{EvalCheck, Store, StoredStatus, Touched, Transition};
 use crate::workers::leading::{self, LeaderWorker};
-use crate::workers::lease::LeaderWatch;
+use crate::workers::lease::{ChangeBarrier, LeaderWatch};
+
+mod warm; // a follower holding every check, so that a term starts warm
 
 /// How long to wait before retrying a check whose change could not be recorded.
 const RETRY: Duration = Duration::from_secs(1);
@@ -40,6 +42,8 @@ const RETRY: Duration = Duration::from_secs(1);
 const PAGE: u32 = 10_000;
 /// Status changes recorded per transaction.
 const BATCH: usize = 2_000;
+/// Status changes found are recorded at least this often during a pass.
+const FLUSH_AFTER: Duration = Duration::from_millis(100);
 
 /// What evaluating one check produced.
 enum Outcome {
@@ -119,6 +123,12 @@ pub enum Notice {
     /// A metrics scrape asks for a copy of what is held for these checks
     /// (those it does not hold are left out).
     Snapshot(Vec<i64>, oneshot::Sender<Vec<CheckState>>),
+    /// The leader changed these checks' summaries or stored statuses: a
+    /// warm follower reads them again (a leader made the change itself).
+    State(Vec<i64>),
+    /// The change listener (re)connected: changes may have been missed, so
+    /// a warm follower reads every check again.
+    Resync,
 }
 
 /// A copy of what the evaluator holds for one check, for a metrics scrape
@@ -183,6 +193,9 @@ struct Entry {
     generation: u32,
     /// The check has an open overlap alert in the database.
     overlap: bool,
+    /// A follower's guess of when the check needs judging, for the order
+    /// of its term's first pass ([`warm`]); `UnixMs::MAX` when unknown.
+    hint: UnixMs,
 }
 
 /// The schedule is rebuilt without its superseded entries once it holds more
@@ -218,6 +231,10 @@ pub struct Evaluator {
     alerts_changed: Vec<i64>,
     /// When this term's load began, until its first full pass is logged.
     loading_since: Option<std::time::Instant>,
+    /// What a follower holds for its next term (PostgreSQL).
+    warm: warm::Warm,
+    /// What ends a pass early (see [`Evaluator::interrupted`]); set by `run`.
+    interrupt: Option<(CancellationToken, LeaderWatch)>,
 }
 
 impl Evaluator {
@@ -240,9 +257,18 @@ impl Evaluator {
                 dispatch: None,
                 alerts_changed: Vec::new(),
                 loading_since: None,
+                warm: warm::Warm::default(),
+                interrupt: None,
             },
             EvaluatorHandle { tx, progress },
         )
+    }
+
+    /// Keeps every check while following, current with the changes that
+    /// other replicas announce, and starts a term from them after `barrier`
+    /// says every change committed before it has arrived (PostgreSQL).
+    pub fn set_barrier(&mut self, barrier: Arc<ChangeBarrier>) {
+        self.warm.barrier = Some(barrier);
     }
 
     /// Sends alert-relevant changes to the dispatcher from now on.
@@ -253,11 +279,25 @@ impl Evaluator {
     /// Loads every check and schedules each for an immediate evaluation.
     pub async fn load(&mut self, now: UnixMs) -> anyhow::Result<()> {
         let began = std::time::Instant::now();
+        self.read_all().await?;
+        self.read_overlaps().await?;
+        self.schedule_all(now);
+        tracing::info!(
+            checks = self.entries.len(),
+            took_ms = began.elapsed().as_millis() as u64,
+            "evaluator loaded"
+        );
+        self.loading_since = Some(began);
+        self.progress.loaded.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Reads every check into `entries`, scheduling none.
+    async fn read_all(&mut self) -> anyhow::Result<()> {
         // Sized once: growing a map of a million entries would briefly hold
         // the old table and the new one (a 1.2 GiB peak at 1M checks).
         let count = self.store.check_count().await?;
         self.entries.reserve(count);
-        self.heap.reserve(count);
         // The next page is read (on another core) while this one goes in.
         let store = self.store.clone();
         let fetch = |after| {
@@ -270,25 +310,39 @@ impl Evaluator {
             let Some(last) = page.last() else { break };
             next = fetch(last.id);
             for c in page {
-                self.insert(c, now);
+                self.put(c);
             }
         }
-        // Which checks carry an overlap alert already: an alert opened by an
-        // earlier life (or another leader) is neither opened nor announced
-        // again, and is resolved when its runs no longer overlap.
-        for id in self.store.open_overlap_checks().await? {
+        Ok(())
+    }
+
+    /// Which checks carry an overlap alert already: an alert opened by an
+    /// earlier life (or another leader) is neither opened nor announced
+    /// again, and is resolved when its runs no longer overlap.
+    async fn read_overlaps(&mut self) -> anyhow::Result<()> {
+        let open = self.store.open_overlap_checks().await?;
+        for e in self.entries.values_mut() {
+            e.overlap = false;
+        }
+        for id in open {
             if let Some(e) = self.entries.get_mut(&id) {
                 e.overlap = true;
             }
         }
-        tracing::info!(
-            checks = self.entries.len(),
-            took_ms = began.elapsed().as_millis() as u64,
-            "evaluator loaded"
-        );
-        self.loading_since = Some(began);
-        self.progress.loaded.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Schedules every check held for an evaluation at `now`, and nothing
+    /// else; those a follower found due earlier first, in that order
+    /// ([`warm`]: every check is judged, the overdue ones before the rest).
+    fn schedule_all(&mut self, now: UnixMs) {
+        let mut due = Vec::with_capacity(self.entries.len());
+        for (id, e) in &mut self.entries {
+            e.generation = e.generation.wrapping_add(1);
+            due.push(Reverse((e.hint.min(now), *id, e.generation)));
+            e.hint = UnixMs::MAX;
+        }
+        self.heap = BinaryHeap::from(due);
     }
 
     /// Number of checks held.
@@ -302,6 +356,13 @@ impl Evaluator {
     }
 
     fn insert(&mut self, c: EvalCheck, now: UnixMs) {
+        let id = c.id;
+        self.put(c);
+        self.schedule(id, now);
+    }
+
+    /// Holds `c` in place of what was held for it, scheduling nothing.
+    fn put(&mut self, c: EvalCheck) {
         let rules = match Rules::from_spec_cached(&c.spec, &mut self.cache) {
             Ok(r) => Some(r),
             Err(e) => {
@@ -322,9 +383,9 @@ impl Evaluator {
                 stored: c.stored,
                 generation,
                 overlap,
+                hint: UnixMs::MAX,
             }),
         );
-        self.schedule(c.id, now);
     }
 
     fn schedule(&mut self, id: i64, at: UnixMs) {
@@ -389,6 +450,8 @@ impl Evaluator {
                     .collect();
                 let _ = reply.send(states);
             }
+            // The leader's own writes; what others change comes as `Changed`.
+            Notice::State(_) | Notice::Resync => {}
         }
     }
 
@@ -432,8 +495,16 @@ impl Evaluator {
         }
         let spans = self.observed.observation();
         let mut pending: Vec<(Transition, Option<UnixMs>)> = Vec::new();
+        // A long pass (a million checks after a start) records what it found
+        // as it goes, not only at its end.
+        let mut flushed = std::time::Instant::now();
+        let mut judged = 0_u32;
         while let Some(Reverse((at, id, generation))) = self.heap.peek().copied() {
             if at > now {
+                break;
+            }
+            judged = judged.wrapping_add(1);
+            if judged.is_multiple_of(1024) && self.interrupted() {
                 break;
             }
             self.heap.pop();
@@ -447,13 +518,12 @@ impl Evaluator {
                         self.schedule(id, next);
                     }
                 }
-                Outcome::Changed(t, next) => {
-                    pending.push((t, next));
-                    if pending.len() >= BATCH {
-                        self.flush(&mut pending, now).await;
-                    }
-                }
+                Outcome::Changed(t, next) => pending.push((t, next)),
                 Outcome::Retry => self.schedule(id, now + millis(RETRY)),
+            }
+            if !pending.is_empty() && (pending.len() >= BATCH || flushed.elapsed() >= FLUSH_AFTER) {
+                self.flush(&mut pending, now).await;
+                flushed = std::time::Instant::now();
             }
         }
         self.flush(&mut pending, now).await;
@@ -671,10 +741,21 @@ impl Evaluator {
     }
 
     /// Runs until `stop` fires. While this replica leads (`leader`): loads
-    /// every check, then sleeps until the next deadline or notice. While it
-    /// follows, notices are dropped: a new term starts from the database.
-    pub async fn run(self, stop: CancellationToken, leader: LeaderWatch) {
+    /// every check (or catches up on what it held while following), then
+    /// sleeps until the next deadline or notice. While it follows it keeps
+    /// its checks warm ([`warm`]).
+    pub async fn run(mut self, stop: CancellationToken, leader: LeaderWatch) {
+        self.interrupt = Some((stop.clone(), leader.clone()));
         leading::run(self, stop, leader).await;
+    }
+
+    /// True when a pass should stop where it is: the server is stopping or
+    /// this replica no longer leads (a pass over a million checks takes
+    /// seconds; a shutdown or a handover need not wait for it).
+    fn interrupted(&self) -> bool {
+        self.interrupt.as_ref().is_some_and(|(stop, leader)| {
+            stop.is_cancelled() || !crate::workers::lease::is_leader(&leader.borrow())
+        })
     }
 }
 
@@ -687,12 +768,32 @@ impl LeaderWorker for Evaluator {
         &mut self.rx
     }
 
+    fn follow(&mut self, notice: Notice) {
+        self.follow_notice(notice);
+    }
+
+    async fn follow_step(&mut self, _now: UnixMs) -> Option<Duration> {
+        self.keep_warm().await
+    }
+
     fn forget(&mut self) {
-        self.entries.clear();
         self.heap.clear();
+        if !self.warm.held {
+            self.entries.clear();
+        }
     }
 
     async fn load_term(&mut self, now: UnixMs) -> anyhow::Result<()> {
+        if self.warm.held {
+            match self.catch_up(now).await {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot bring the checks held while following up to date; loading every check");
+                }
+            }
+            self.go_cold();
+        }
         self.load(now).await
     }
 
@@ -702,7 +803,8 @@ impl LeaderWorker for Evaluator {
         let judging = self.observed.fresh(now);
         self.tick(now).await;
         self.publish_due();
-        if judging {
+        // (A pass cut short by a shutdown or a handover judged not all.)
+        if judging && self.next_wake().is_none_or(|at| at > now) {
             if let Some(began) = self.loading_since.take() {
                 // Every check was due at once after the load: how long a
                 // start (or a failover) takes until the evaluator is current.
@@ -728,8 +830,11 @@ impl LeaderWorker for Evaluator {
     }
 
     fn term_ended(&mut self) {
-        // A follower holds no checks: scrapes report service metrics only.
+        // A follower answers no scrape for checks: service metrics only.
         self.progress.loaded.store(false, Ordering::Release);
+        // What this term held may differ from the database (a write that
+        // failed as leadership ended): the next term starts from it again.
+        self.go_cold();
     }
 }
 

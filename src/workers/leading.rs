@@ -5,14 +5,16 @@
 //! A term starts from the database: the worker forgets what the last term
 //! held and loads again (retrying until it can, or until leadership ends).
 //! It then alternates one step (what is due now) with a wait for the next
-//! deadline, a notice, or a change of leadership. A follower holds nothing,
-//! so notices that arrive while following are dropped, except what a worker
-//! keeps of them in [`LeaderWorker::follow`].
+//! deadline, a notice, or a change of leadership. While following, a worker
+//! gets the notices in [`LeaderWorker::follow`] and may prepare its next
+//! term in [`LeaderWorker::follow_step`] (the evaluator keeps its checks
+//! warm); by default it holds nothing and drops them.
 
 use std::future::Future;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_ms;
@@ -37,7 +39,16 @@ pub trait LeaderWorker: Send {
         drop(notice);
     }
 
-    /// A term begins: forget what the last one held.
+    /// While following, when the wait it last asked for has passed (and
+    /// once when following begins): work that prepares the next term.
+    /// Returns how long to wait before the next call; `None`: no more.
+    fn follow_step(&mut self, now: UnixMs) -> impl Future<Output = Option<Duration>> + Send {
+        let _ = now;
+        std::future::ready(None)
+    }
+
+    /// A term begins: forget what the last one held (unless the worker
+    /// kept it current while following).
     fn forget(&mut self);
 
     /// Loads what a term starts from.
@@ -58,14 +69,29 @@ pub trait LeaderWorker: Send {
 /// watch closes): a term while this replica leads, waiting while it follows.
 pub async fn run<W: LeaderWorker>(mut worker: W, stop: CancellationToken, mut leader: LeaderWatch) {
     loop {
+        // When to call `follow_step` next (a deadline: notices arriving
+        // meanwhile do not put it off); `None`: after the next notice.
+        let mut wake = Some(Instant::now());
         while !is_leader(&leader.borrow()) {
+            let next_step = async {
+                match wake {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = stop.cancelled() => return,
                 changed = leader.changed() => if changed.is_err() { return },
                 notice = worker.notices().recv() => match notice {
                     None => return,
-                    Some(notice) => worker.follow(notice),
+                    Some(notice) => {
+                        worker.follow(notice);
+                        wake = wake.or_else(|| Some(Instant::now()));
+                    }
                 },
+                _ = next_step => {
+                    wake = worker.follow_step(now_ms()).await.map(|d| Instant::now() + d);
+                }
             }
         }
         let go_on = term(&mut worker, &stop, &mut leader).await;
@@ -138,6 +164,7 @@ mod tests {
         Stepped,
         Handled(u32, UnixMs),
         Ended,
+        FollowStep,
     }
 
     struct Fake {
@@ -145,6 +172,9 @@ mod tests {
         log: mpsc::UnboundedSender<Did>,
         /// Loads that fail before one succeeds.
         failing_loads: u32,
+        /// What each `follow_step` answers, in turn; `None`: the default
+        /// (not logged).
+        follow_waits: Option<std::collections::VecDeque<Option<Duration>>>,
     }
 
     impl LeaderWorker for Fake {
@@ -157,6 +187,11 @@ mod tests {
         }
         fn follow(&mut self, notice: u32) {
             let _ = self.log.send(Did::Followed(notice));
+        }
+        async fn follow_step(&mut self, _now: UnixMs) -> Option<Duration> {
+            let waits = self.follow_waits.as_mut()?;
+            let _ = self.log.send(Did::FollowStep);
+            waits.pop_front().flatten()
         }
         fn forget(&mut self) {
             let _ = self.log.send(Did::Forgot);
@@ -209,6 +244,7 @@ mod tests {
             rx,
             log: log_tx,
             failing_loads: 1,
+            follow_waits: None,
         };
         let stop = CancellationToken::new();
         let task = tokio::spawn(run(fake, stop.clone(), leader));
@@ -262,6 +298,7 @@ mod tests {
             rx,
             log: log_tx,
             failing_loads: 0,
+            follow_waits: None,
         };
         let task = tokio::spawn(run(fake, CancellationToken::new(), leader));
         drop(tx);
@@ -270,5 +307,61 @@ mod tests {
             .expect("run returns once no notice can come")
             .unwrap();
         assert!(log.recv().await.is_none(), "no term began");
+    }
+
+    /// A follower's steps: one when following begins, then at the deadline
+    /// it asks for (notices in between neither put it off nor add steps),
+    /// and once a step asked for none, one after each notice.
+    #[tokio::test]
+    async fn a_follower_steps_at_its_deadlines() {
+        let (_leader_tx, leader) = watch::channel(None);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (log_tx, mut log) = mpsc::unbounded_channel();
+        let fake = Fake {
+            rx,
+            log: log_tx,
+            failing_loads: 0,
+            follow_waits: Some([Some(Duration::from_millis(600))].into_iter().collect()),
+        };
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(run(fake, stop.clone(), leader));
+        assert_eq!(next(&mut log).await, Did::FollowStep);
+        let first = Instant::now();
+        // Notices every 50 ms for 1.5 s.
+        let mut seen = Vec::new();
+        for n in 0..30 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            tx.send(n).unwrap();
+            loop {
+                let did = next(&mut log).await;
+                if did == Did::FollowStep && !seen.contains(&Did::FollowStep) {
+                    assert!(
+                        first.elapsed() >= Duration::from_millis(600),
+                        "a step came before its deadline"
+                    );
+                }
+                let done = did == Did::Followed(n);
+                seen.push(did);
+                if done {
+                    break;
+                }
+            }
+        }
+        seen.push(next(&mut log).await);
+        // The step at the deadline came while notices went on; before it,
+        // notices only; after it (it asked for none), a step per notice.
+        let at = seen.iter().position(|d| *d == Did::FollowStep);
+        let at = at.unwrap_or_else(|| panic!("no step at the deadline: {seen:?}"));
+        assert!(at > 0 && at < seen.len() - 1, "{seen:?}");
+        assert!(
+            seen[..at].iter().all(|d| matches!(d, Did::Followed(_))),
+            "{seen:?}"
+        );
+        for pair in seen[at + 1..].chunks(2) {
+            assert!(matches!(pair[0], Did::Followed(_)), "{seen:?}");
+            assert_eq!(pair.get(1), Some(&Did::FollowStep), "{seen:?}");
+        }
+        stop.cancel();
+        task.await.unwrap();
     }
 }

@@ -13,6 +13,7 @@ mod fold; // folding the inbox into the log and the summaries, and the fold cach
 mod lease; // the leader lease, fenced transactions and change notifications
 mod locks; // the job guard's lock seats, on the database's clock
 mod retention; // trimming the ping log
+mod warm; // the checks a warm follower reads again
 mod writes; // status changes, summaries and runs written with UNNEST
 
 use std::collections::HashMap;
@@ -131,6 +132,17 @@ impl Store for PgStore {
 
     async fn eval_check(&self, id: i64) -> Result<Option<EvalCheck>, StoreError> {
         self.eval_one(id).await
+    }
+
+    async fn eval_checks_in(&self, ids: &[i64]) -> Result<Vec<EvalCheck>, StoreError> {
+        self.eval_in(ids).await
+    }
+
+    async fn inbox_checks(&self) -> Result<Vec<i64>, StoreError> {
+        let ids: Vec<(i64,)> = sqlx::query_as("SELECT DISTINCT check_id FROM ping_inbox")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(ids.into_iter().map(|(id,)| id).collect())
     }
 
     async fn record_transitions(&self, batch: &[Transition]) -> Result<(), StoreError> {
