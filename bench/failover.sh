@@ -297,10 +297,20 @@ run_one() {
         COLD_ROWS+=("| $run | $(fmt_int "$(q "SELECT count(*) FROM checks")") | $((loaded_ms - t_start_a)) ms | $((pass_ms - t_start_a)) ms | $(rss_of "$PID_a") |")
         echo "   run $run, replica a's cold start: loaded +$((loaded_ms - t_start_a)) ms, every check judged +$((pass_ms - t_start_a)) ms after its start; $(rss_of "$PID_a")"
     fi
+    local t_start_b
+    t_start_b=$(now_ms)
     start_replica b
     local leader follower
     leader=$(leader_of a b)
     if [[ $leader == a ]]; then follower=b; else follower=a; fi
+    local warm_ms=
+    if ((CHECKS > 0)); then
+        # A follower reads every check once its change listener is up and
+        # keeps them current (docs/ha.md): the kill comes once it does.
+        warm_ms=$(await_log "$follower" 'evaluator holds every check while following')
+        warm_ms=$((warm_ms - t_start_b))
+        echo "   run $run, the follower holds every check +$warm_ms ms after its start; $(rss_of "$(eval echo "\$PID_$follower")")"
+    fi
     local lport fport lpid
     lport=$(eval echo "\$PORT_$leader")
     fport=$(eval echo "\$PORT_$follower")
@@ -337,7 +347,11 @@ run_one() {
     FAILOVER_MS+=("$to_lease")
     FLIP_MS+=("$to_flip")
     if ((CHECKS > 0)); then
-        KILL_ROWS+=("| $run | $((old_end - t_kill)) ms | $to_lease ms | $to_flip ms ($what, due $((due - t_kill)) ms after the kill) | $rss_leader | $rss_follower; after the flip $(rss_of "$(eval echo "\$PID_$follower")") |")
+        local caught
+        await_log "$follower" 'evaluator loaded' >/dev/null
+        caught=$(sed 's/\x1b\[[0-9;]*m//g' "$W/$follower.log" | grep -m1 -F 'evaluator loaded' |
+            grep -o 'changed=[0-9]* took_ms=[0-9]*' || echo 'cold load')
+        KILL_ROWS+=("| $run | $((old_end - t_kill)) ms | $to_lease ms | $to_flip ms ($what, due $((due - t_kill)) ms after the kill) | $caught | $rss_leader | held every check $warm_ms ms after its start; $rss_follower; after the flip $(rss_of "$(eval echo "\$PID_$follower")") |")
     else
         KILL_ROWS+=("| $run | $((old_end - t_kill)) ms | $to_lease ms | $to_flip ms ($what, due $((due - t_kill)) ms after the kill) |")
     fi
@@ -415,10 +429,14 @@ SECTION=$WORK/section.md
         echo "before the first replica starts (60% interval 1 h to 1 d, 30% cron with rare fire"
         echo "times in five zones, 10% interval with active hours; each last succeeded just then, so"
         echo "none changes during a run). The first replica's cold start judges every one of them"
-        echo "(new → up) before the second starts. The successor loads every check when its term"
-        echo "begins (a follower holds none), then judges each. RSS is VmRSS (VmHWM) from"
-        echo "/proc of each replica: the leader's and the follower's just before the kill, the"
-        echo "follower's again after its first due flip."
+        echo "(new → up) before the second starts. The second, a follower, reads every check once"
+        echo "its change listener is up and keeps them current from the changes the leader"
+        echo "announces (docs/ha.md, warm followers); the leader is killed once it holds them."
+        echo "When its term begins the successor reads again what changed since and the checks"
+        echo "with pings in the inbox, then judges every check, those it saw falling due first"
+        echo "(its log's \`evaluator loaded\` line: \`changed\`, \`took_ms\`). RSS is VmRSS (VmHWM)"
+        echo "from /proc of each replica: the leader's and the follower's just before the kill,"
+        echo "the follower's again after its first due flip."
     else
         echo "## Failover"
         echo
@@ -459,8 +477,8 @@ SECTION=$WORK/section.md
     echo "Each kill -9, from the kill:"
     echo
     if ((CHECKS > 0)); then
-        echo "| run | the killed leader's lease ran until | successor's term began | its first due flip recorded | the leader before the kill | the successor before the kill |"
-        echo "|---:|---:|---:|---|---|---|"
+        echo "| run | the killed leader's lease ran until | successor's term began | its first due flip recorded | successor's catch-up (checks read again, ms) | the leader before the kill | the successor before the kill |"
+        echo "|---:|---:|---:|---|---|---|---|"
     else
         echo "| run | the killed leader's lease ran until | successor's term began | its first due flip recorded |"
         echo "|---:|---:|---:|---|"
