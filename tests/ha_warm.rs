@@ -7,7 +7,8 @@
 //! paused, or failed (and announced) by the old leader after the follower
 //! read it, and pings that the old leader stored but never folded (it was
 //! frozen): each would otherwise be judged from the follower's stale copy.
-//! Nothing here is timed; the speed of a takeover is bench/failover.sh's.
+//! The old leader, woken, goes on as a warm follower. Nothing here is
+//! timed; the speed of a takeover is bench/failover.sh's.
 
 mod common;
 
@@ -162,7 +163,15 @@ async fn a_warm_follower_takes_over_with_what_changed_while_it_followed() {
     let (holder, _) = lease::wait_for_leader(&db.url, Some(&first), WAIT).await;
     assert_eq!(holder, follower.replica());
     wait_log(&follower, "evaluator loaded (held while following").await;
-    leader.kill9();
+    // The old leader wakes: its term ran out on its own clock, so it steps
+    // down, and as a follower it reads every check and keeps them (it led
+    // from its start, so it heard its listener come up while leading).
+    let warm_before = leader
+        .log()
+        .matches("evaluator holds every check while following")
+        .count();
+    assert_eq!(warm_before, 0);
+    leader.signal("CONT");
     // The edited check goes down by its new interval, judged by the new
     // leader; the kept one is pinged a while longer.
     wait_count(&db, &flips("edited", "down")).await;
@@ -174,6 +183,7 @@ async fn a_warm_follower_takes_over_with_what_changed_while_it_followed() {
     stop_pinging.cancel();
     pinger.await.unwrap();
 
+    wait_log(&leader, "evaluator holds every check while following").await;
     let log = follower.log();
     // Neither late nor down, ever.
     assert_eq!(

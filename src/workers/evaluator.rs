@@ -17,24 +17,27 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_ms;
-use crate::domain::evaluate::{evaluate_in, instant, Rules, RulesCache, Span};
+use crate::domain::evaluate::{evaluate_in, instant, Rules, RulesCache};
 use crate::domain::overlap::overlap_since;
 use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::Status;
-use crate::domain::timeline::{spans_of, union, Observation};
+use crate::domain::timeline::Observation;
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::store::{EvalCheck, Store, StoredStatus, Touched, Transition};
 use crate::workers::leading::{self, LeaderWorker};
 use crate::workers::lease::{ChangeBarrier, LeaderWatch};
 
+mod observed; // this replica's heartbeat, and the spans no replica observed
 mod warm; // a follower holding every check, so that a term starts warm
+
+pub use observed::{beat, heartbeat_loop, Observed};
 
 /// How long to wait before retrying a check whose change could not be recorded.
 const RETRY: Duration = Duration::from_secs(1);
@@ -53,64 +56,6 @@ enum Outcome {
     Changed(Transition, Option<UnixMs>),
     /// A store call failed: look again soon.
     Retry,
-}
-
-/// Spans when no replica accepted pings, and this replica's last heartbeat.
-pub struct Observed {
-    spans: RwLock<Vec<Span>>,
-    last_beat: AtomicI64,
-    /// A heartbeat older than this means this replica is not observing.
-    stale_after: i64,
-}
-
-impl Observed {
-    /// `heartbeat_period`: a beat older than twice it is stale.
-    pub fn new(spans: Vec<(UnixMs, UnixMs)>, heartbeat_period: Duration) -> Observed {
-        let period = i64::try_from(heartbeat_period.as_millis()).unwrap_or(i64::MAX / 4);
-        Observed {
-            spans: RwLock::new(
-                spans
-                    .into_iter()
-                    .filter_map(|(a, b)| Some((instant(a)?, instant(b)?)))
-                    .collect(),
-            ),
-            last_beat: AtomicI64::new(i64::MIN / 2),
-            stale_after: period.saturating_mul(2),
-        }
-    }
-
-    /// The unobserved spans, in order.
-    pub fn spans(&self) -> Vec<Span> {
-        self.spans.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// The unobserved spans (with those wall-clock steps forward skipped,
-    /// known before the next heartbeat records them) and the spans the
-    /// server's timeline slewed over after a backward step: what measuring a
-    /// limit needs.
-    pub fn observation(&self) -> Observation {
-        Observation {
-            unobserved: union(&self.spans(), &spans_of(&crate::clock::skipped())),
-            slewed: spans_of(&crate::clock::slewed()),
-        }
-    }
-
-    /// Records a successful heartbeat, and the span it found unobserved.
-    pub fn beat(&self, now: UnixMs, span: Option<(UnixMs, UnixMs)>) {
-        if let Some((a, b)) = span {
-            if let (Some(a), Some(b)) = (instant(a), instant(b)) {
-                let mut spans = self.spans.write().unwrap_or_else(|e| e.into_inner());
-                spans.push((a, b));
-                spans.sort();
-            }
-        }
-        self.last_beat.store(now, Ordering::Release);
-    }
-
-    /// True while this replica's heartbeat is recent enough to judge checks.
-    pub fn fresh(&self, now: UnixMs) -> bool {
-        now - self.last_beat.load(Ordering::Acquire) <= self.stale_after
-    }
 }
 
 /// What the rest of the server tells the evaluator.
@@ -451,7 +396,10 @@ impl Evaluator {
                 let _ = reply.send(states);
             }
             // The leader's own writes; what others change comes as `Changed`.
-            Notice::State(_) | Notice::Resync => {}
+            Notice::State(_) => {}
+            // Heard while leading: once this term ends, the follower reads
+            // every check (a term's end lets them go anyway).
+            Notice::Resync => self.warm.listening = self.warm.barrier.is_some(),
         }
     }
 
@@ -835,77 +783,6 @@ impl LeaderWorker for Evaluator {
         // What this term held may differ from the database (a write that
         // failed as leadership ended): the next term starts from it again.
         self.go_cold();
-    }
-}
-
-/// Records this replica's heartbeat every `period` until `stop` fires.
-pub async fn heartbeat_loop(
-    store: Arc<dyn Store>,
-    observed: Arc<Observed>,
-    replica: String,
-    started_at: UnixMs,
-    period: Duration,
-    stop: CancellationToken,
-) {
-    let gap = millis(period).saturating_mul(2);
-    let mut wait = period;
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => break,
-            _ = tokio::time::sleep(wait) => {}
-        }
-        // A failed beat is retried soon: one missed beat must not turn into
-        // an unobserved span (which moves every check's deadlines).
-        wait = if beat(&*store, &observed, &replica, started_at, gap).await {
-            period
-        } else {
-            (period / 5).max(Duration::from_millis(50))
-        };
-    }
-    // A last beat, so the span until the next start is measured from now.
-    beat(&*store, &observed, &replica, started_at, gap).await;
-}
-
-/// One heartbeat; logs rather than fails.
-pub async fn beat(
-    store: &dyn Store,
-    observed: &Observed,
-    replica: &str,
-    started_at: UnixMs,
-    gap: i64,
-) -> bool {
-    let now = now_ms();
-    let skipped = crate::clock::skipped();
-    match store
-        .heartbeat(replica, started_at, now, gap, &skipped)
-        .await
-    {
-        Ok(span) => {
-            if let Some(s) = span {
-                let from = instant(s.start).map(|t| t.to_rfc3339()).unwrap_or_default();
-                let to = instant(s.end).map(|t| t.to_rfc3339()).unwrap_or_default();
-                if s.blind {
-                    tracing::warn!(
-                        from = %from,
-                        to = %to,
-                        "no replica accepted pings in this span: it does not count toward any limit"
-                    );
-                } else {
-                    tracing::warn!(
-                        from = %from,
-                        to = %to,
-                        "a wall-clock step skipped this span: it does not count toward any limit; \
-                         no blind spot (the server ran)"
-                    );
-                }
-            }
-            observed.beat(now, span.map(|s| (s.start, s.end)));
-            true
-        }
-        Err(e) => {
-            tracing::warn!(error = %format!("{e:#}"), "cannot record the heartbeat");
-            false
-        }
     }
 }
 

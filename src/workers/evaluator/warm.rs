@@ -39,7 +39,7 @@ const BARRIER: Duration = Duration::from_secs(5);
 #[derive(Default)]
 pub(super) struct Warm {
     /// The change listener is up: every change from now on is heard.
-    listening: bool,
+    pub(super) listening: bool,
     /// Every check is held, current but for `dirty`.
     pub(super) held: bool,
     /// Checks changed elsewhere since they were last read.
