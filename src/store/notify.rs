@@ -593,21 +593,7 @@ macro_rules! impl_notify_store {
             ) -> Result<bool, $crate::store::StoreError> {
                 use $crate::store::notify::{placeholders, CHUNK};
                 let mut tx = self.begin_fenced().await?;
-                let done = sqlx::query(
-                    "INSERT INTO notifications (id, group_key, receiver, seq, kind, created_at, announced, \
-                     firing, payload, state, next_attempt_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, '[]', '[]', $7, 'pending', $6) ON CONFLICT DO NOTHING",
-                )
-                .bind(&notice.id)
-                .bind(&notice.group_key)
-                .bind(&notice.receiver)
-                .bind(notice.seq)
-                .bind(notice.kind)
-                .bind(notice.created_at)
-                .bind(&notice.payload)
-                .execute(&mut *tx)
-                .await?;
-                if done.rows_affected() == 0 {
+                if Self::insert_notice(&mut tx, notice).await? == 0 {
                     tx.rollback().await?;
                     return Ok(false);
                 }
@@ -648,22 +634,7 @@ macro_rules! impl_notify_store {
                     return Ok(false);
                 }
                 if let Some(n) = notice {
-                    let done = sqlx::query(
-                        "INSERT INTO notifications (id, group_key, receiver, seq, kind, created_at, \
-                         announced, firing, payload, state, next_attempt_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, '[]', '[]', $7, 'pending', $6) \
-                         ON CONFLICT DO NOTHING",
-                    )
-                    .bind(&n.id)
-                    .bind(&n.group_key)
-                    .bind(&n.receiver)
-                    .bind(n.seq)
-                    .bind(n.kind)
-                    .bind(n.created_at)
-                    .bind(&n.payload)
-                    .execute(&mut *tx)
-                    .await?;
-                    if done.rows_affected() == 0 {
+                    if Self::insert_notice(&mut tx, n).await? == 0 {
                         // Enqueued already: the span is told.
                         tx.commit().await?;
                         return Ok(false);
@@ -771,6 +742,32 @@ macro_rules! impl_notify_store {
                     return Err($crate::store::StoreError::NotFound);
                 }
                 Ok(())
+            }
+        }
+
+        impl $store {
+            /// Enqueues a notice of the server's own (no alerts announced or
+            /// firing), due at once; the rows inserted (0: it was already).
+            async fn insert_notice(
+                tx: &mut sqlx::Transaction<'_, <$store as $crate::store::dialect::Dialect>::Db>,
+                n: &$crate::store::notify::NewNotification,
+            ) -> Result<u64, $crate::store::StoreError> {
+                let done = sqlx::query(
+                    "INSERT INTO notifications (id, group_key, receiver, seq, kind, created_at, \
+                     announced, firing, payload, state, next_attempt_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, '[]', '[]', $7, 'pending', $6) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(&n.id)
+                .bind(&n.group_key)
+                .bind(&n.receiver)
+                .bind(n.seq)
+                .bind(n.kind)
+                .bind(n.created_at)
+                .bind(&n.payload)
+                .execute(&mut **tx)
+                .await?;
+                Ok(done.rows_affected())
             }
         }
     };
