@@ -1219,6 +1219,12 @@ async fn state_changes_are_announced_on_postgres() {
         .unwrap();
     let recorded = sync(&store, &mut rx).await;
     assert!(recorded.contains(&Change::State(vec![b])), "{recorded:?}");
+    // And its next change of that status (an UPDATE of check_status).
+    db.sql(&format!(
+        "UPDATE check_status SET status = 'down' WHERE check_id = {b}"
+    ))
+    .await;
+    assert_eq!(sync(&store, &mut rx).await, [Change::State(vec![b])]);
     assert!(
         recorded
             .iter()
@@ -1229,7 +1235,10 @@ async fn state_changes_are_announced_on_postgres() {
     db.sql("UPDATE check_state SET n_pings = n_pings WHERE check_id = -1")
         .await;
     assert_eq!(sync(&store, &mut rx).await, Vec::<Change>::new());
-    // More than fit in one notification (8000 bytes): several, every id once.
+    // More than fit in one notification (8000 bytes; ids of 19 digits):
+    // several, every id once.
+    db.sql("SELECT setval(pg_get_serial_sequence('checks', 'id'), 1000000000000000000)")
+        .await;
     let many: Vec<i64> = {
         let mut v = Vec::new();
         for _ in 0..1_200 {

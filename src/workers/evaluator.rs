@@ -252,6 +252,15 @@ impl Evaluator {
         let mut next = fetch(0);
         loop {
             let page = next.await??;
+            // A follower's read (seconds at a million checks) need not hold
+            // up a shutdown.
+            if self
+                .interrupt
+                .as_ref()
+                .is_some_and(|(stop, _)| stop.is_cancelled())
+            {
+                anyhow::bail!("the server is stopping");
+            }
             let Some(last) = page.last() else { break };
             next = fetch(last.id);
             for c in page {

@@ -386,7 +386,7 @@ async fn folder(
         };
         let leading = is_leader(&leader.borrow());
         if leading {
-            fold_all(&*store, &evaluator).await;
+            fold_all(&*store, &evaluator, &leader).await;
         }
         if last_round {
             if leading {
@@ -401,8 +401,13 @@ async fn folder(
 }
 /// Folds what is waiting (bounded per call: what is left waits for the next
 /// tick).
-async fn fold_all(store: &dyn Store, evaluator: &EvaluatorHandle) {
+async fn fold_all(store: &dyn Store, evaluator: &EvaluatorHandle, leader: &LeaderWatch) {
     for _ in 0..200 {
+        // Only a leader folds: one that lost its lease mid-way (frozen, or
+        // cut off) stops here rather than fold under its successor.
+        if !is_leader(&leader.borrow()) {
+            return;
+        }
         match store.fold(FOLD_LIMIT).await {
             Ok(folded) => {
                 let suppressed = FOLD_FAILED.end();

@@ -48,32 +48,50 @@ pub(super) struct Warm {
     pub(super) barrier: Option<Arc<ChangeBarrier>>,
 }
 
-impl Evaluator {
-    /// A notice that arrived while following.
-    pub(super) fn follow_notice(&mut self, notice: Notice) {
+impl Warm {
+    /// Notes what a notice says about the checks held; true when they must
+    /// all be read again (the listener reconnected: changes may be missed).
+    fn note(&mut self, notice: Notice) -> bool {
         match notice {
             Notice::Changed(id) => {
-                if self.warm.held {
-                    self.warm.dirty.insert(id);
+                if self.held {
+                    self.dirty.insert(id);
+                }
+            }
+            // A term's own folds while it catches up (the folder starts as
+            // soon as the lease is taken): what they changed is read again.
+            Notice::Touched(touched) => {
+                if self.held {
+                    self.dirty.extend(touched.iter().map(|t| t.check_id));
                 }
             }
             Notice::State(ids) => {
-                if self.warm.held {
-                    self.warm.dirty.extend(ids);
+                if self.held {
+                    self.dirty.extend(ids);
                 }
             }
             Notice::Resync => {
-                self.warm.listening = self.warm.barrier.is_some();
-                if self.warm.held {
-                    tracing::info!(
-                        "the change listener reconnected: reading every check again while following"
-                    );
-                }
-                self.go_cold();
+                self.listening = self.barrier.is_some();
+                return true;
             }
-            // Only the leader folds pings; a follower answers no scrape for
-            // checks (the reply is dropped: service metrics only).
-            Notice::Touched(_) | Notice::Snapshot(..) => {}
+            // A follower answers no scrape for checks (the reply is
+            // dropped: service metrics only).
+            Notice::Snapshot(..) => {}
+        }
+        false
+    }
+}
+
+impl Evaluator {
+    /// A notice that arrived while following (or while a term catches up).
+    pub(super) fn follow_notice(&mut self, notice: Notice) {
+        if self.warm.note(notice) {
+            if self.warm.held {
+                tracing::info!(
+                    "the change listener reconnected: reading every check again while following"
+                );
+            }
+            self.go_cold();
         }
     }
 
@@ -148,31 +166,40 @@ impl Evaluator {
         let Some(barrier) = self.warm.barrier.clone() else {
             return Ok(false);
         };
-        if !barrier.pass(&*self.store, BARRIER).await {
-            tracing::warn!("the change marker did not come back in time");
-            return Ok(false);
-        }
-        // Every change committed before the marker is queued by now.
-        while let Ok(notice) = self.rx.try_recv() {
-            self.follow_notice(notice);
-        }
-        if !self.warm.held {
-            return Ok(false);
-        }
-        // Pings the last leader stored but did not fold: the read applies
-        // them, as a cold load would.
-        let inbox = self.store.inbox_checks().await?;
-        self.warm.dirty.extend(inbox);
-        let changed = self.warm.dirty.len();
-        self.read_dirty().await?;
-        let count = self.store.check_count().await?;
-        if count != self.entries.len() {
+        let mut changed = 0;
+        // A check created or deleted while this runs (its notice after the
+        // marker) makes the counts differ: the next round reads it.
+        for round in 1..=3 {
+            if !barrier.pass(&*self.store, BARRIER).await {
+                tracing::warn!("the change marker did not come back in time");
+                return Ok(false);
+            }
+            // Every change committed before the marker is queued by now.
+            while let Ok(notice) = self.rx.try_recv() {
+                self.follow_notice(notice);
+            }
+            if !self.warm.held {
+                return Ok(false);
+            }
+            // Pings the last leader stored but did not fold: the read
+            // applies them, as a cold load would.
+            let inbox = self.store.inbox_checks().await?;
+            self.warm.dirty.extend(inbox);
+            changed += self.warm.dirty.len();
+            self.read_dirty().await?;
+            let count = self.store.check_count().await?;
+            if count == self.entries.len() {
+                break;
+            }
             tracing::warn!(
                 held = self.entries.len(),
                 stored = count,
+                round,
                 "the checks held while following do not match the database"
             );
-            return Ok(false);
+            if round == 3 {
+                return Ok(false);
+            }
         }
         self.read_overlaps().await?;
         self.schedule_all(now);
@@ -228,4 +255,46 @@ fn guess(e: &mut Entry, now: UnixMs, spans: &Observation) {
         eval.next_change
             .map_or(UnixMs::MAX, |t| t.timestamp_millis())
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ping::Summary;
+    use crate::store::Touched;
+
+    fn touched(id: i64) -> Touched {
+        Touched {
+            check_id: id,
+            summary: Summary::default(),
+            paused: false,
+        }
+    }
+
+    #[test]
+    fn what_a_follower_notes_of_each_notice() {
+        let mut w = Warm::default();
+        // Nothing held yet: nothing to read again (the first read reads all).
+        assert!(!w.note(Notice::Changed(1)));
+        assert!(!w.note(Notice::State(vec![2])));
+        assert!(w.dirty.is_empty());
+        // Held: definitions, the leader's writes, and a term's own folds
+        // while it catches up are read again.
+        w.held = true;
+        assert!(!w.note(Notice::Changed(1)));
+        assert!(!w.note(Notice::State(vec![2, 3])));
+        assert!(!w.note(Notice::Touched(vec![touched(4), touched(3)])));
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        assert!(!w.note(Notice::Snapshot(vec![9], tx)));
+        let mut dirty: Vec<i64> = w.dirty.iter().copied().collect();
+        dirty.sort_unstable();
+        assert_eq!(dirty, [1, 2, 3, 4]);
+        // The listener reconnected: every check is read again, once there
+        // is a listener (PostgreSQL) to hear the changes.
+        assert!(w.note(Notice::Resync));
+        assert!(!w.listening, "no barrier: no listener to follow");
+        w.barrier = Some(Arc::new(ChangeBarrier::default()));
+        assert!(w.note(Notice::Resync));
+        assert!(w.listening);
+    }
 }
