@@ -185,7 +185,6 @@ impl Store for SqliteStore {
         // Prepared statements of many rows each (see transitions.rs); inside
         // a sqlx transaction so a failure rolls back.
         let all: HashSet<i64> = batch.iter().map(|t| t.check_id).collect();
-        let ids = transitions::ids_json(&all)?;
         let rows = TransitionRows::new(batch, &all);
         // Under the writer's lock: a check is deleted only under it, so none
         // can go between the read below and the writes; and the ping writer,
@@ -193,19 +192,22 @@ impl Store for SqliteStore {
         // SQLite's busy handler.
         let _w = self.writer.lock().await;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        // Changes of checks already gone are dropped (they would fail the
-        // whole batch on the foreign keys).
-        let rows = match transitions::live(&mut tx, &ids, all.len()).await? {
-            None => rows,
-            Some(live) => {
+        match transitions::write(&mut tx, &rows).await {
+            Ok(()) => {}
+            Err(e) if transitions::check_gone(&e) => {
+                // Changes of checks already gone are dropped (their foreign
+                // keys failed the batch): again without them.
+                tx.rollback().await?;
+                tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+                let live = transitions::live(&mut tx, &all).await?;
                 let rows = TransitionRows::new(batch, &live);
                 if rows.status.is_empty() {
                     return Ok(());
                 }
-                rows
+                transitions::write(&mut tx, &rows).await?;
             }
-        };
-        transitions::write(&mut tx, &rows).await?;
+            Err(e) => return Err(e.into()),
+        }
         tx.commit().await?;
         Ok(())
     }
