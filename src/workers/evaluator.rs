@@ -30,7 +30,7 @@ use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::Status;
 use crate::domain::timeline::Observation;
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
-use crate::store::{EvalCheck, Store, StoredStatus, Touched, Transition};
+use crate::store::{EvalCheck, Store, StoreError, StoredStatus, Touched, Transition};
 use crate::workers::leading::{self, LeaderWorker};
 use crate::workers::lease::{ChangeBarrier, LeaderWatch};
 
@@ -47,6 +47,14 @@ const PAGE: u32 = 10_000;
 const BATCH: usize = 2_000;
 /// Status changes found are recorded at least this often during a pass.
 const FLUSH_AFTER: Duration = Duration::from_millis(100);
+
+/// A batch of changes being recorded, and when to look at each check again
+/// once it is.
+struct Recording {
+    task: tokio::task::JoinHandle<(Vec<Transition>, Result<(), StoreError>)>,
+    /// Each check of the batch, in order, and its next deadline.
+    next: Vec<(i64, Option<UnixMs>)>,
+}
 
 /// What evaluating one check produced.
 enum Outcome {
@@ -452,6 +460,7 @@ impl Evaluator {
         }
         let spans = self.observed.observation();
         let mut pending: Vec<(Transition, Option<UnixMs>)> = Vec::new();
+        let mut recording = None;
         // A long pass (a million checks after a start) records what it found
         // as it goes, not only at its end.
         let mut flushed = std::time::Instant::now();
@@ -479,11 +488,14 @@ impl Evaluator {
                 Outcome::Retry => self.schedule(id, now + millis(RETRY)),
             }
             if !pending.is_empty() && (pending.len() >= BATCH || flushed.elapsed() >= FLUSH_AFTER) {
-                self.flush(&mut pending, now).await;
+                self.flush(&mut pending, &mut recording, now).await;
                 flushed = std::time::Instant::now();
             }
         }
-        self.flush(&mut pending, now).await;
+        self.flush(&mut pending, &mut recording, now).await;
+        if let Some(r) = recording {
+            self.settle(r, now).await;
+        }
         self.tell_dispatcher();
     }
 
@@ -532,12 +544,59 @@ impl Evaluator {
         }
     }
 
-    async fn flush(&mut self, pending: &mut Vec<(Transition, Option<UnixMs>)>, now: UnixMs) {
+    /// Starts recording `pending` (emptied) once the batch still being
+    /// recorded, if any, is settled: the caller evaluates the next batch
+    /// meanwhile (on another core), and batches commit in order. None of
+    /// the next batch's checks is in this one: a check recorded is
+    /// scheduled again only once its batch is settled.
+    async fn flush(
+        &mut self,
+        pending: &mut Vec<(Transition, Option<UnixMs>)>,
+        recording: &mut Option<Recording>,
+        now: UnixMs,
+    ) {
         if pending.is_empty() {
             return;
         }
-        let batch: Vec<Transition> = pending.iter().map(|(t, _)| t.clone()).collect();
-        match self.store.record_transitions(&batch).await {
+        if let Some(r) = recording.take() {
+            self.settle(r, now).await;
+        }
+        let (batch, next): (Vec<Transition>, Vec<_>) = pending
+            .drain(..)
+            .map(|(t, next)| {
+                let id = t.check_id;
+                (t, (id, next))
+            })
+            .unzip();
+        let store = self.store.clone();
+        let task = tokio::spawn(async move {
+            let recorded = store.record_transitions(&batch).await;
+            (batch, recorded)
+        });
+        *recording = Some(Recording { task, next });
+    }
+
+    /// Waits for a batch to be recorded, then applies what it changed (or
+    /// schedules its checks again soon when it could not be recorded).
+    async fn settle(&mut self, recording: Recording, now: UnixMs) {
+        let (batch, recorded) = match recording.task.await {
+            Ok(done) => done,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => {
+                // Cancelled (the runtime is shutting down): look again soon.
+                tracing::warn!(error = %e, "status changes not recorded; will retry");
+                for (id, _) in recording.next {
+                    self.schedule(id, now + millis(RETRY));
+                }
+                return;
+            }
+        };
+        let mut pending: Vec<(Transition, Option<UnixMs>)> = batch
+            .into_iter()
+            .zip(recording.next)
+            .map(|(t, (_, next))| (t, next))
+            .collect();
+        match recorded {
             Ok(()) => {
                 if let Some(d) = &self.dispatch {
                     let entries = &self.entries;

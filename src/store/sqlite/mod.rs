@@ -14,7 +14,8 @@ mod dialect; // reads in a snapshot with the log's tail applied; check changes u
 mod locks; // the job guard's lock seats, expiring by the monotonic clock
 mod retention; // trimming the ping log and its index
 mod rounds; // rounds: the summaries, runs and ping index written out in chunks
-mod text; // statements sent as SQL text (a batch of status changes), and their literals
+mod text; // statements sent as SQL text (a chunk's extras), and their literals
+mod transitions; // a batch of status changes: prepared statements of many rows each
 mod writer; // the ping writer: folds each batch in memory and appends it to the log
 
 use std::collections::HashSet;
@@ -30,7 +31,6 @@ use sqlx::{Connection, SqlitePool};
 use tokio::sync::Mutex;
 
 use self::checkpoint::{checkpointer, AUTOCHECKPOINT_PAGES};
-use self::text::transitions_sql;
 use self::writer::{Writer, WRITER_STATEMENTS};
 use super::{EvalCheck, Folded, Store, StoreError, Touched, Transition, TransitionRows};
 use crate::domain::fold::{Ping, StoredPing};
@@ -182,38 +182,32 @@ impl Store for SqliteStore {
         if batch.is_empty() {
             return Ok(());
         }
-        // One statement string per batch (see the module comment on sqlx's
-        // per-call cost), built before any lock is taken; inside a sqlx
-        // transaction so a failure rolls back.
+        // Prepared statements of many rows each (see transitions.rs); inside
+        // a sqlx transaction so a failure rolls back.
         let all: HashSet<i64> = batch.iter().map(|t| t.check_id).collect();
-        let sql = transitions_sql(&TransitionRows::new(batch, &all));
+        let rows = TransitionRows::new(batch, &all);
         // Under the writer's lock: a check is deleted only under it, so none
         // can go between the read below and the writes; and the ping writer,
         // kept out meanwhile, waits on the lock rather than sleeping in
         // SQLite's busy handler.
         let _w = self.writer.lock().await;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        // Changes of checks already gone are dropped (they would fail the
-        // whole batch on the foreign keys).
-        let ids: Vec<String> = all.iter().map(i64::to_string).collect();
-        let live: HashSet<i64> = sqlx::query_scalar(&format!(
-            "SELECT id FROM checks WHERE id IN ({})",
-            ids.join(",")
-        ))
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .collect();
-        let sql = if live.len() == all.len() {
-            sql
-        } else {
-            let rows = TransitionRows::new(batch, &live);
-            if rows.status.is_empty() {
-                return Ok(());
+        match transitions::write(&mut tx, &rows).await {
+            Ok(()) => {}
+            Err(e) if transitions::check_gone(&e) => {
+                // Changes of checks already gone are dropped (their foreign
+                // keys failed the batch): again without them.
+                tx.rollback().await?;
+                tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+                let live = transitions::live(&mut tx, &all).await?;
+                let rows = TransitionRows::new(batch, &live);
+                if rows.status.is_empty() {
+                    return Ok(());
+                }
+                transitions::write(&mut tx, &rows).await?;
             }
-            transitions_sql(&rows)
-        };
-        sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(&sql)).await?;
+            Err(e) => return Err(e.into()),
+        }
         tx.commit().await?;
         Ok(())
     }
