@@ -230,11 +230,10 @@ impl Evaluator {
     }
 
     /// Loads every check and schedules each for an immediate evaluation.
+    /// Each page is judged as it arrives, while the next one is read.
     pub async fn load(&mut self, now: UnixMs) -> anyhow::Result<()> {
         let began = std::time::Instant::now();
-        self.read_all().await?;
-        self.read_overlaps().await?;
-        self.schedule_all(now);
+        self.read_all(Some(now)).await?;
         tracing::info!(
             checks = self.entries.len(),
             took_ms = began.elapsed().as_millis() as u64,
@@ -245,12 +244,27 @@ impl Evaluator {
         Ok(())
     }
 
-    /// Reads every check into `entries`, scheduling none.
-    async fn read_all(&mut self) -> anyhow::Result<()> {
+    /// Reads every check into `entries`. With `judge_at`, each page is
+    /// judged at that instant once it is in (with the overlap alerts open
+    /// already), while the next page is read: a cold start's reading and
+    /// judging overlap. Without it, nothing is scheduled (a follower's read).
+    async fn read_all(&mut self, judge_at: Option<UnixMs>) -> anyhow::Result<()> {
         // Sized once: growing a map of a million entries would briefly hold
         // the old table and the new one (a 1.2 GiB peak at 1M checks).
         let count = self.store.check_count().await?;
         self.entries.reserve(count);
+        // Which checks carry an overlap alert already: one opened by an
+        // earlier life (or another leader) is neither opened nor announced
+        // again.
+        let open: std::collections::HashSet<i64> = match judge_at {
+            Some(_) => self
+                .store
+                .open_overlap_checks()
+                .await?
+                .into_iter()
+                .collect(),
+            None => Default::default(),
+        };
         // The next page is read (on another core) while this one goes in.
         let store = self.store.clone();
         let fetch = |after| {
@@ -272,7 +286,17 @@ impl Evaluator {
             let Some(last) = page.last() else { break };
             next = fetch(last.id);
             for c in page {
+                let id = c.id;
                 self.put(c);
+                if let Some(at) = judge_at {
+                    if let Some(e) = self.entries.get_mut(&id) {
+                        e.overlap = open.contains(&id);
+                    }
+                    self.schedule(id, at);
+                }
+            }
+            if judge_at.is_some() {
+                self.tick(now_ms()).await;
             }
         }
         Ok(())

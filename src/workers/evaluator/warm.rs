@@ -104,7 +104,7 @@ impl Evaluator {
         if !self.warm.held {
             let began = Instant::now();
             self.warm.dirty.clear();
-            match self.read_all().await {
+            match self.read_all(None).await {
                 Ok(()) => {
                     self.warm.held = true;
                     let (now, spans) = (now_ms(), self.observed.observation());
