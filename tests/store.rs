@@ -1145,6 +1145,16 @@ async fn state_changes_are_announced_on_postgres() {
         .await
         .unwrap();
     assert_eq!(first, Some(Change::Unknown));
+    /// The ids of these changes, all of them state changes.
+    fn state_ids(changes: &[Change]) -> Vec<i64> {
+        changes
+            .iter()
+            .flat_map(|c| match c {
+                Change::State(ids) => ids.clone(),
+                other => panic!("only state changes: {other:?}"),
+            })
+            .collect()
+    }
     /// The changes announced since the last call: everything committed
     /// before a marker arrives before it.
     async fn sync(
@@ -1190,13 +1200,7 @@ async fn state_changes_are_announced_on_postgres() {
     )
     .await;
     let folded = sync(&store, &mut rx).await;
-    let mut ids: Vec<i64> = folded
-        .iter()
-        .flat_map(|c| match c {
-            Change::State(ids) => ids.clone(),
-            other => panic!("only state changes: {other:?}"),
-        })
-        .collect();
+    let mut ids = state_ids(&folded);
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids, [a, b]);
@@ -1255,13 +1259,7 @@ async fn state_changes_are_announced_on_postgres() {
     sync(&store, &mut rx).await;
     db.sql("UPDATE check_state SET n_pings = n_pings + 1").await;
     let bulk = sync(&store, &mut rx).await;
-    let mut ids: Vec<i64> = bulk
-        .iter()
-        .flat_map(|c| match c {
-            Change::State(ids) => ids.clone(),
-            other => panic!("only state changes: {other:?}"),
-        })
-        .collect();
+    let mut ids = state_ids(&bulk);
     assert!(bulk.len() >= 3, "{} notifications", bulk.len());
     ids.sort_unstable();
     let mut all = many.clone();
