@@ -285,18 +285,7 @@ group_wait = "100ms"
     }
 
     async fn create(&self, server: &ChildServer, body: Value) -> String {
-        let r = self
-            .http
-            .post(format!("{}/api/v1/checks", server.base))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201);
-        r.json::<Value>().await.unwrap()["uuid"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        common::create_on(&self.http, &server.base, body).await
     }
 
     async fn ping(&self, server: &ChildServer, uuid: &str) {

@@ -86,15 +86,7 @@ fn announcements(requests: &[Request]) -> BTreeMap<(String, String, String), BTr
 }
 
 async fn create(http: &reqwest::Client, base: &str, slug: &str) -> String {
-    let r = http
-        .post(format!("{base}/api/v1/checks"))
-        .json(&json!({"slug": slug, "interval": "1h"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let v: Value = r.json().await.unwrap();
-    v["uuid"].as_str().unwrap().to_string()
+    common::create_on(http, base, json!({"slug": slug, "interval": "1h"})).await
 }
 
 async fn ping(http: &reqwest::Client, base: &str, path: &str) {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use common::lease;
 use common::sinks::WebhookSink;
 use common::{client, postgres_available, write_config, Backend, ChildServer, TestDb};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// A hang guard, not a service level (see [`common::HANG_GUARD`]).
 const WAIT: Duration = common::HANG_GUARD;
@@ -42,18 +42,6 @@ group_interval = "200ms"
 "#,
         url = hook.url("/hook"),
     ))
-}
-
-async fn create(http: &reqwest::Client, base: &str, body: Value) -> String {
-    let r = http
-        .post(format!("{base}/api/v1/checks"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let v: Value = r.json().await.unwrap();
-    v["uuid"].as_str().unwrap().to_string()
 }
 
 async fn ping(http: &reqwest::Client, base: &str, path: &str) {
@@ -107,10 +95,13 @@ async fn a_warm_follower_takes_over_with_what_changed_while_it_followed() {
     let http = client();
     // Four checks, up, before the follower starts: what happens to them
     // after it read them reaches it only as announced changes.
-    let edited = create(&http, &a.base, json!({"slug": "edited", "interval": "1h"})).await;
-    let paused = create(&http, &a.base, json!({"slug": "paused", "interval": "1s"})).await;
-    let failed = create(&http, &a.base, json!({"slug": "failed", "interval": "1h"})).await;
-    let kept = create(&http, &a.base, json!({"slug": "kept", "interval": "1s"})).await;
+    let edited =
+        common::create_on(&http, &a.base, json!({"slug": "edited", "interval": "1h"})).await;
+    let paused =
+        common::create_on(&http, &a.base, json!({"slug": "paused", "interval": "1s"})).await;
+    let failed =
+        common::create_on(&http, &a.base, json!({"slug": "failed", "interval": "1h"})).await;
+    let kept = common::create_on(&http, &a.base, json!({"slug": "kept", "interval": "1s"})).await;
     for uuid in [&edited, &paused, &failed, &kept] {
         ping(&http, &a.base, &format!("/ping/{uuid}")).await;
     }

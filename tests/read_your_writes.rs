@@ -623,21 +623,6 @@ async fn status_of(http: &reqwest::Client, url: String) -> u16 {
     http.get(url).send().await.unwrap().status().as_u16()
 }
 
-/// Creates a check through `base`'s API; its uuid.
-async fn create_on(http: &reqwest::Client, base: &str, body: Value) -> String {
-    let r = http
-        .post(format!("{base}/api/v1/checks"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    r.json::<Value>().await.unwrap()["uuid"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// PostgreSQL, two replicas: a pause answered by one is in the other's
 /// metrics (the leader renders per-check series) as soon as it is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -668,7 +653,7 @@ async fn postgres_a_write_on_one_replica_is_in_the_leaders_metrics_at_once() {
     .await
     .expect("hang guard: the first replica leads");
     let other = common::ChildServer::spawn(&path);
-    let uuid = create_on(
+    let uuid = common::create_on(
         &http,
         &other.base,
         json!({"slug": "far", "interval": "1m", "manual_resume": true}),
@@ -723,7 +708,7 @@ async fn postgres_a_check_deleted_or_renamed_on_one_replica_stops_taking_pings_o
     let key = common::PING_KEY;
     let mut uuids = Vec::new();
     for slug in ["gone", "renamed"] {
-        let uuid = create_on(&http, &b.base, json!({"slug": slug})).await;
+        let uuid = common::create_on(&http, &b.base, json!({"slug": slug})).await;
         // A learns of both (by uuid and by slug) from its first pings.
         assert_eq!(status(format!("{}/ping/{uuid}", a.base)).await, 200);
         assert_eq!(status(format!("{}/ping/{key}/{slug}", a.base)).await, 200);
@@ -780,7 +765,7 @@ async fn postgres_a_replica_that_may_have_missed_changes_reads_its_routes_again(
     let http = common::client();
     let status = |url: String| status_of(&http, url);
     let key = common::PING_KEY;
-    let uuid = create_on(&http, &a.base, json!({"slug": "old-name"})).await;
+    let uuid = common::create_on(&http, &a.base, json!({"slug": "old-name"})).await;
     assert_eq!(status(format!("{}/ping/{key}/old-name", a.base)).await, 200);
     // Renamed with nobody told (as if A's listener had been away), then A's
     // listener loses its connection.

@@ -601,3 +601,19 @@ pub async fn fold_all(store: &std::sync::Arc<dyn overdue::store::Store>) {
     }
     store.flush_folds().await.unwrap();
 }
+
+/// Creates a check through the API at `base` (a replica's address) and
+/// returns its uuid; anything but `201` fails the test.
+pub async fn create_on(http: &reqwest::Client, base: &str, body: Value) -> String {
+    let r = http
+        .post(format!("{base}/api/v1/checks"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    r.json::<Value>().await.unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
