@@ -67,6 +67,18 @@ pub async fn run_with_metrics_listener(
     let store = crate::store::open(config.database()).await?;
     let tracker = TaskTracker::new();
     let workers_stop = CancellationToken::new();
+    // Checks written before migration 0020 get their unique_key in the
+    // background; a look-up by key that misses meanwhile fills them itself.
+    tracker.spawn({
+        let store = store.clone();
+        async move {
+            match store.fill_unique_keys().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(checks = n, "wrote the unique_key of checks made before it had one"),
+                Err(e) => tracing::warn!(error = %format!("{e:#}"), "cannot write the checks' unique_key; look-ups by it fill them later"),
+            }
+        }
+    });
 
     // The first heartbeat records how long no replica accepted pings (an
     // outage before this start), so the evaluator never judges that span.

@@ -79,7 +79,9 @@ both_backends!(scopes_are_enforced, |backend| async move {
         .unwrap();
     assert_eq!(r.status(), 200);
     let list: Value = r.json().await.unwrap();
-    assert_eq!(list["checks"][0]["uuid"], created["uuid"]);
+    // A read key sees the unique key, not the uuid (a ping capability).
+    assert_eq!(list["checks"][0]["unique_key"], created["unique_key"]);
+    assert!(list["checks"][0].get("uuid").is_none(), "{list}");
     let r = s
         .client
         .get(s.url(&format!(

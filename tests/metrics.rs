@@ -152,6 +152,11 @@ fn uuid_of(c: &Value) -> String {
     c["uuid"].as_str().unwrap().to_string()
 }
 
+/// How `/metrics` names a check without a slug.
+fn key_of(c: &Value) -> String {
+    c["unique_key"].as_str().unwrap().to_string()
+}
+
 /// Whether a required external program is there; in CI it must be.
 fn have(program: &str) -> bool {
     let found = Command::new(program)
@@ -192,9 +197,10 @@ both_backends!(per_check_series_follow_the_checks, |backend| async move {
     })
     .await;
     let after_scrape = now_ms();
-    // A check without a slug is named by its uuid; a missing label is left out.
+    // A check without a slug is named by its unique key (never its uuid, a
+    // ping capability); a missing label is left out.
     assert_eq!(checks_in(&samples), {
-        let mut v = vec!["backup".to_string(), uuid_of(&b)];
+        let mut v = vec!["backup".to_string(), key_of(&b)];
         v.sort();
         v
     });
@@ -223,7 +229,7 @@ both_backends!(per_check_series_follow_the_checks, |backend| async move {
     );
     let b_labels = samples
         .iter()
-        .find(|x| x.name == "overdue_check_up" && x.labels["check"] == uuid_of(&b))
+        .find(|x| x.name == "overdue_check_up" && x.labels["check"] == key_of(&b))
         .unwrap();
     assert!(!b_labels.labels.contains_key("team"));
 
@@ -265,7 +271,7 @@ both_backends!(per_check_series_follow_the_checks, |backend| async move {
         "{staleness}"
     );
     // Exactly one status of the state set is 1.
-    for check in ["backup".to_string(), uuid_of(&b)] {
+    for check in ["backup".to_string(), key_of(&b)] {
         let ones: Vec<&Sample> = samples
             .iter()
             .filter(|x| x.name == "overdue_check_status" && x.labels["check"] == check)
@@ -281,7 +287,7 @@ both_backends!(per_check_series_follow_the_checks, |backend| async move {
         value(
             &samples,
             "overdue_check_status",
-            &[("check", &uuid_of(&b)), ("status", "new")]
+            &[("check", &key_of(&b)), ("status", "new")]
         ),
         Some(1.0)
     );
@@ -295,7 +301,7 @@ both_backends!(per_check_series_follow_the_checks, |backend| async move {
         .unwrap();
     assert_eq!(r.status(), 204);
     let samples = parse(&scrape(&s.base).await);
-    assert_eq!(checks_in(&samples), vec![uuid_of(&b)]);
+    assert_eq!(checks_in(&samples), vec![key_of(&b)]);
     assert!(samples
         .iter()
         .all(|x| x.labels.get("check").map(String::as_str) != Some("backup")));

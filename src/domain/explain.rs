@@ -144,12 +144,13 @@ pub fn explain(spec: &CheckSpec, now: DateTime<Utc>) -> Explanation {
     out
 }
 
-/// The name a check is shown under: its slug, else its name.
+/// The name a check is shown under: its slug, else its name, else its
+/// unique key (never its uuid, a capability).
 pub fn check_label(spec: &CheckSpec) -> String {
     match (&spec.slug, spec.name.is_empty(), spec.uuid) {
         (Some(slug), _, _) => slug.clone(),
         (None, false, _) => spec.name.clone(),
-        (None, true, Some(uuid)) => uuid.to_string(),
+        (None, true, Some(uuid)) => super::name::unique_key(uuid),
         (None, true, None) => "unnamed check".to_string(),
     }
 }

@@ -9,6 +9,7 @@ pub mod explain; // a check's effective schedule in words, for `config check` an
 pub mod fold; // what a ping means: the fold's rules, shared by the writers and the readers
 pub mod guard; // the job guard: whether a slot is due, lock TTLs, skip reasons
 pub mod measure; // the per-check metrics measured from a summary at `now`
+pub mod name; // how a check is named where its uuid (a capability) must not show: slug or unique_key
 pub mod overlap; // when a check carries an overlap alert
 pub mod ping; // what one ping does to a check's summary
 pub mod schedule; // interval and cron schedules, DST-aware, always terminating

@@ -67,7 +67,9 @@ pub struct IncidentDetail {
     id: i64,
     /// The check's slug, or its uuid when it has none.
     check: String,
-    check_uuid: String,
+    /// Only for write keys: the uuid is the check's ping capability.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    check_uuid: Option<String>,
     opened: String,
     status: String,
     reason: Option<String>,
@@ -89,11 +91,11 @@ pub fn ack_view(
     })
 }
 
-fn detail(i: IncidentAck) -> IncidentDetail {
+fn detail(i: IncidentAck, writer: bool) -> IncidentDetail {
     IncidentDetail {
         id: i.id,
-        check: i.check_label().to_string(),
-        check_uuid: i.check_uuid.clone(),
+        check: i.check_label(),
+        check_uuid: writer.then(|| i.check_uuid.clone()),
         opened: rfc3339(i.opened_at),
         status: i.status,
         reason: i.reason,
@@ -152,10 +154,13 @@ async fn incident_or_404(state: &AppState, id: i64) -> Result<IncidentAck, AppEr
     security(("api_key" = ["read"]), ("bearer" = ["read"])))]
 async fn get_incident(
     State(state): State<AppState>,
-    _: ReadAccess,
+    access: ReadAccess,
     Path(id): Path<i64>,
 ) -> Result<Json<IncidentDetail>, AppError> {
-    Ok(Json(detail(incident_or_404(&state, id).await?)))
+    Ok(Json(detail(
+        incident_or_404(&state, id).await?,
+        access.writer,
+    )))
 }
 
 #[utoipa::path(post, path = "/incidents/{id}/ack", tag = "checks",
@@ -197,7 +202,7 @@ async fn ack(
             "incident {id} has resolved; there is nothing to acknowledge"
         )));
     }
-    Ok(Json(detail(after)))
+    Ok(Json(detail(after, true)))
 }
 
 #[utoipa::path(delete, path = "/incidents/{id}/ack", tag = "checks",
@@ -229,7 +234,7 @@ async fn unack(
     state
         .dispatch
         .notify(DispatchNotice::Checks(vec![after.check_id]));
-    Ok(Json(detail(after)))
+    Ok(Json(detail(after, true)))
 }
 
 /// Acknowledges and tells the dispatcher.
@@ -389,7 +394,7 @@ async fn link_ack(
 impl IncidentAck {
     fn check_name_or_label(&self) -> String {
         if self.check_name.is_empty() {
-            self.check_label().to_string()
+            self.check_label()
         } else {
             self.check_name.clone()
         }
@@ -427,7 +432,7 @@ fn check_link(state: &AppState, i: &IncidentAck) -> String {
     format!(
         "<p><a href=\"{}/checks/{}\">The check's page</a></p>",
         esc(&state.config.base_url),
-        esc(&i.check_uuid)
+        esc(&i.check_label())
     )
 }
 

@@ -57,7 +57,8 @@ pub struct WindowDoc {
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct CheckInputDoc {
-    /// Given only to choose the uuid of a new check.
+    /// Refused for a new check (the server draws its uuid; only the config
+    /// file may choose one); on a replace it must be the check's own.
     uuid: Option<String>,
     /// Unique; lowercase letters, digits, `-` and `_`.
     slug: Option<String>,
@@ -108,7 +109,13 @@ pub struct CheckInputDoc {
 /// The check resource as the API returns it: the config fields plus read-only state.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CheckView {
-    pub uuid: Uuid,
+    /// Only for write keys: the uuid is the check's ping capability.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub uuid: Option<Uuid>,
+    /// healthchecks' read-only id of the check (a hash of its uuid): how
+    /// read keys, metrics, alerts and badges name a check without a slug.
+    pub unique_key: String,
     pub slug: Option<String>,
     pub name: String,
     pub description: String,
@@ -162,14 +169,28 @@ pub struct CheckView {
     /// Seconds.
     pub last_duration: Option<f64>,
     pub next_due: Option<String>,
-    pub ping_url: String,
-    /// The checks (by slug, or uuid without one) whose alerts hold this
+    /// Only for write keys (with `uuid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ping_url: Option<String>,
+    /// The checks (by slug, or unique_key without one) whose alerts hold this
     /// check's open incident back; empty when nothing holds it.
     pub inhibited_by: Vec<String>,
     /// The job guard's held lock seats, soonest expiry first (SPEC §13);
     /// given when one check is read (`GET /checks/{check}`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub locks: Option<Vec<LockView>>,
+}
+
+impl CheckView {
+    /// The resource as `access` may see it: without the uuid and the ping
+    /// URL (the check's ping capability) unless it may write.
+    pub fn seen_by(mut self, access: &ReadAccess) -> CheckView {
+        if !access.writer {
+            self.uuid = None;
+            self.ping_url = None;
+        }
+        self
+    }
 }
 
 /// A held lock seat.
@@ -215,8 +236,9 @@ impl CheckView {
             .items_below_usual_ppm
             .map(|_| format_weeks(spec.effective_items_window()));
         CheckView {
-            uuid: check.uuid,
-            ping_url: format!("{base_url}/ping/{}", check.uuid),
+            uuid: Some(check.uuid),
+            unique_key: crate::domain::name::unique_key(check.uuid),
+            ping_url: Some(format!("{base_url}/ping/{}", check.uuid)),
             interval: spec.interval().map(format_duration),
             cron: spec.cron().map(str::to_string),
             grace: spec.grace.map(format_duration),
@@ -365,7 +387,7 @@ const STATUSES: &[&str] = &["new", "up", "late", "down", "stalled", "paused"];
     security(("api_key" = ["read"]), ("bearer" = ["read"])))]
 async fn list_checks(
     State(state): State<AppState>,
-    _: ReadAccess,
+    access: ReadAccess,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Json<CheckList>, AppError> {
     let mut labels: Vec<(String, Option<String>)> = Vec::new();
@@ -410,7 +432,7 @@ async fn list_checks(
                 (None, _) => false,
             })
         })
-        .map(|c| CheckView::new(c, base, &spans, &mut cache))
+        .map(|c| CheckView::new(c, base, &spans, &mut cache).seen_by(&access))
         .filter(|v| statuses.is_empty() || statuses.iter().any(|s| s == v.status.as_str()))
         .collect();
     Ok(Json(CheckList { checks }))
@@ -422,7 +444,7 @@ async fn list_checks(
     responses(
         (status = 201, description = "Created", body = CheckView),
         (status = 400, description = "Invalid fields, each named", body = ErrorBody),
-        (status = 409, description = "The slug or uuid is taken", body = ErrorBody),
+        (status = 409, description = "The slug is taken", body = ErrorBody),
     ),
     security(("api_key" = ["write"]), ("bearer" = ["write"])))]
 async fn create_check(
@@ -431,6 +453,7 @@ async fn create_check(
     body: Bytes,
 ) -> Result<(StatusCode, Json<CheckView>), AppError> {
     let input: CheckInput = parse_json(&body)?;
+    refuse_chosen_uuid(&input)?;
     let spec = CheckSpec::from_input(input).map_err(AppError::Invalid)?;
     let check = create(&state, &spec, CheckSource::Api).await?;
     Ok((StatusCode::CREATED, Json(view(&state, check))))
@@ -490,6 +513,25 @@ async fn check_depends<'a>(
     ))
 }
 
+/// A new check's uuid is its ping capability: the server draws it, so that
+/// no client can pick one it already knows. The config file may still
+/// choose it (its author holds the uuid anyway).
+fn refuse_chosen_uuid(input: &CheckInput) -> Result<(), AppError> {
+    match input.uuid {
+        Some(_) => Err(chosen_uuid()),
+        None => Ok(()),
+    }
+}
+
+fn chosen_uuid() -> AppError {
+    AppError::Invalid(vec![FieldError {
+        field: "uuid".into(),
+        message: "a new check's uuid is drawn by the server and cannot be chosen through the \
+                  API (declare the check in the config file to choose it)"
+            .into(),
+    }])
+}
+
 fn conflict(spec: &CheckSpec) -> AppError {
     AppError::Conflict(match &spec.slug {
         Some(slug) => format!("a check with slug {slug:?} or this uuid already exists"),
@@ -542,7 +584,7 @@ fn gone(check: &Check) -> AppError {
 
 #[utoipa::path(get, path = "/checks/{check}", tag = "checks",
     summary = "Get a check",
-    params(("check" = String, Path, description = "The check's uuid or slug")),
+    params(("check" = String, Path, description = "The check's uuid, slug or unique_key")),
     responses(
         (status = 200, description = "The check", body = CheckView),
         (status = 404, description = "No such check", body = ErrorBody),
@@ -550,12 +592,12 @@ fn gone(check: &Check) -> AppError {
     security(("api_key" = ["read"]), ("bearer" = ["read"])))]
 async fn get_check(
     State(state): State<AppState>,
-    _: ReadAccess,
+    access: ReadAccess,
     Path(key): Path<String>,
 ) -> Result<Json<CheckView>, AppError> {
     let check = find(&state, &key).await?;
     let locks = state.store.locks(check.id, crate::clock::now_ms()).await?;
-    let mut v = view(&state, check);
+    let mut v = view(&state, check).seen_by(&access);
     v.locks = Some(
         locks
             .into_iter()
@@ -584,7 +626,7 @@ fn refuse_config(check: &Check) -> Result<(), AppError> {
     summary = "Update a check (JSON merge patch)",
     description = "Only the given fields change; a field set to `null` goes back to its default. \
                    Giving `interval` drops `cron` and the other way round.",
-    params(("check" = String, Path, description = "The check's uuid or slug")),
+    params(("check" = String, Path, description = "The check's uuid, slug or unique_key")),
     request_body = CheckInputDoc,
     responses(
         (status = 200, description = "The updated check", body = CheckView),
@@ -683,6 +725,9 @@ async fn upsert_check(
     let mut spec = CheckSpec::from_input(input).map_err(AppError::Invalid)?;
     match state.store.check_ref_by_slug(&slug).await? {
         None => {
+            if spec.uuid.is_some() {
+                return Err(chosen_uuid());
+            }
             let check = create(&state, &spec, CheckSource::Api).await?;
             Ok((StatusCode::CREATED, Json(view(&state, check))))
         }
@@ -704,7 +749,7 @@ async fn upsert_check(
 
 #[utoipa::path(delete, path = "/checks/{check}", tag = "checks",
     summary = "Delete a check with its pings, runs, flips and incidents",
-    params(("check" = String, Path, description = "The check's uuid or slug")),
+    params(("check" = String, Path, description = "The check's uuid, slug or unique_key")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such check", body = ErrorBody),
@@ -734,7 +779,7 @@ pub fn view(state: &AppState, check: Check) -> CheckView {
 
 #[utoipa::path(post, path = "/checks/{check}/pause", tag = "checks",
     summary = "Pause a check: no alerts until resumed (or pinged, unless manual_resume)",
-    params(("check" = String, Path, description = "The check's uuid or slug")),
+    params(("check" = String, Path, description = "The check's uuid, slug or unique_key")),
     responses(
         (status = 200, description = "The paused check", body = CheckView),
         (status = 404, description = "No such check", body = ErrorBody),
@@ -750,7 +795,7 @@ async fn pause_check(
 
 #[utoipa::path(post, path = "/checks/{check}/resume", tag = "checks",
     summary = "Resume a paused check",
-    params(("check" = String, Path, description = "The check's uuid or slug")),
+    params(("check" = String, Path, description = "The check's uuid, slug or unique_key")),
     responses(
         (status = 200, description = "The resumed check", body = CheckView),
         (status = 404, description = "No such check", body = ErrorBody),
@@ -770,7 +815,7 @@ async fn set_paused(state: AppState, key: &str, paused: bool) -> Result<Json<Che
     Ok(Json(view(&state, check)))
 }
 
-/// The check with this uuid or slug.
+/// The check with this uuid, slug or unique_key.
 pub async fn find(state: &AppState, key: &str) -> Result<Check, AppError> {
     if let Ok(uuid) = Uuid::parse_str(key) {
         match state.store.check_by_uuid(uuid).await {
@@ -780,8 +825,14 @@ pub async fn find(state: &AppState, key: &str) -> Result<Check, AppError> {
             Err(e) => return Err(e.into()),
         }
     }
-    let not_found = || AppError::NotFound(format!("no check with uuid or slug {key:?}"));
-    let Some(r) = state.store.check_ref_by_slug(key).await? else {
+    let not_found =
+        || AppError::NotFound(format!("no check with uuid, slug or unique_key {key:?}"));
+    let mut found = state.store.check_ref_by_slug(key).await?;
+    // A slug may be spelled like a unique key too: the slug wins.
+    if found.is_none() && crate::domain::name::looks_like_unique_key(key) {
+        found = state.store.check_ref_by_unique_key(key).await?;
+    }
+    let Some(r) = found else {
         return Err(not_found());
     };
     state

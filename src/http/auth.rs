@@ -16,8 +16,12 @@ use super::AppState;
 use crate::config::{ApiKey, Scope};
 use crate::store::StoreError;
 
-/// A caller allowed to read.
-pub struct ReadAccess;
+/// A caller allowed to read, and whether it may also write: only a writer
+/// sees a check's uuid and ping URL (a capability), everyone else its slug
+/// or unique key.
+pub struct ReadAccess {
+    pub writer: bool,
+}
 
 /// A caller allowed to write.
 pub struct WriteAccess;
@@ -25,7 +29,11 @@ pub struct WriteAccess;
 impl FromRequestParts<AppState> for ReadAccess {
     type Rejection = AppError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
-        require(parts, state, Scope::Read).await.map(|_| ReadAccess)
+        require(parts, state, Scope::Read)
+            .await
+            .map(|scope| ReadAccess {
+                writer: scope >= Scope::Write,
+            })
     }
 }
 

@@ -118,7 +118,7 @@ struct PingPage {
 
 #[utoipa::path(get, path = "/checks/{check}/pings", tag = "checks",
     summary = "A check's pings, newest first, a page at a time",
-    params(("check" = String, Path, description = "The check's uuid or slug"), PingPage),
+    params(("check" = String, Path, description = "The check's uuid, slug or unique_key"), PingPage),
     responses(
         (status = 200, description = "A page of pings", body = PingList),
         (status = 404, description = "No such check", body = ErrorBody),
@@ -140,9 +140,11 @@ async fn list_pings(
         .then(|| pings.last().map(|p| p.n))
         .flatten()
         .filter(|n| *n > 1);
+    // Named as read keys may see it.
     let base = format!(
         "{}/api/v1/checks/{}/pings",
-        state.config.base_url, check.uuid
+        state.config.base_url,
+        crate::domain::name::public_name(check.spec.slug.as_deref(), check.uuid)
     );
     Ok(Json(PingList {
         pings: pings.into_iter().map(|p| PingView::new(p, &base)).collect(),
@@ -166,7 +168,7 @@ pub async fn ping_by_n(
 #[utoipa::path(get, path = "/checks/{check}/pings/{n}/body", tag = "checks",
     summary = "Download a ping's body as it was sent",
     params(
-        ("check" = String, Path, description = "The check's uuid or slug"),
+        ("check" = String, Path, description = "The check's uuid, slug or unique_key"),
         ("n" = i64, Path, description = "The ping's number"),
     ),
     responses(
@@ -236,7 +238,7 @@ pub struct RunList {
 
 #[utoipa::path(get, path = "/checks/{check}/runs", tag = "checks",
     summary = "A check's runs, newest first",
-    params(("check" = String, Path, description = "The check's uuid or slug"), Limit),
+    params(("check" = String, Path, description = "The check's uuid, slug or unique_key"), Limit),
     responses(
         (status = 200, description = "Runs", body = RunList),
         (status = 404, description = "No such check", body = ErrorBody),
@@ -272,7 +274,7 @@ pub struct FlipList {
 
 #[utoipa::path(get, path = "/checks/{check}/flips", tag = "checks",
     summary = "A check's status changes, newest first",
-    params(("check" = String, Path, description = "The check's uuid or slug"), Limit),
+    params(("check" = String, Path, description = "The check's uuid, slug or unique_key"), Limit),
     responses(
         (status = 200, description = "Flips", body = FlipList),
         (status = 404, description = "No such check", body = ErrorBody),
@@ -319,7 +321,7 @@ pub struct IncidentList {
 
 #[utoipa::path(get, path = "/checks/{check}/incidents", tag = "checks",
     summary = "A check's incidents, newest first",
-    params(("check" = String, Path, description = "The check's uuid or slug"), Limit),
+    params(("check" = String, Path, description = "The check's uuid, slug or unique_key"), Limit),
     responses(
         (status = 200, description = "Incidents", body = IncidentList),
         (status = 404, description = "No such check", body = ErrorBody),
@@ -367,7 +369,7 @@ pub struct EventList {
 
 #[utoipa::path(get, path = "/checks/{check}/events", tag = "checks",
     summary = "A check's other events (quiet hours, overlaps), newest first",
-    params(("check" = String, Path, description = "The check's uuid or slug"), Limit),
+    params(("check" = String, Path, description = "The check's uuid, slug or unique_key"), Limit),
     responses(
         (status = 200, description = "Events", body = EventList),
         (status = 404, description = "No such check", body = ErrorBody),

@@ -2,9 +2,9 @@
 //! (any method, also in the slug form) silences the check's alerts for D.
 //!
 //! The uuid is the credential, as for a ping. The snooze is an ordinary API
-//! silence matching `check="<slug, or uuid without one>"`, listed and deleted
+//! silence matching `check="<slug, or unique_key without one>"`, listed and deleted
 //! through `/api/v1/silences`. Each check has one job-side snooze, with the id
-//! `snooze-<uuid>`: a second snooze replaces it, ending `for` after the new
+//! `snooze-<unique_key>`: a second snooze replaces it, ending `for` after the new
 //! request, sooner or later than the one it replaces. A snooze is not a ping:
 //! it changes no status and is not in the ping log.
 
@@ -71,15 +71,16 @@ pub fn parse_query(query: Option<&str>) -> Result<SnoozeAsk, String> {
 }
 
 /// The id of a check's job-side snooze: one per check, so a second snooze
-/// replaces the first instead of piling up.
-pub fn silence_id(check_uuid: &str) -> String {
-    format!("snooze-{check_uuid}")
+/// replaces the first instead of piling up. Named by the check's unique
+/// key: silences are listed to read keys, and the uuid is a capability.
+pub fn silence_id(check_key: &str) -> String {
+    format!("snooze-{check_key}")
 }
 
 /// The silence a snooze of the check labelled `check` makes at `now`.
 pub fn silence(
     check: &str,
-    check_uuid: &str,
+    check_key: &str,
     ask: &SnoozeAsk,
     created_by: String,
     now: UnixMs,
@@ -95,7 +96,7 @@ pub fn silence(
         comment.push_str(r);
     }
     Ok(Silence {
-        id: silence_id(check_uuid),
+        id: silence_id(check_key),
         matchers: vec![matcher],
         starts_at: now,
         ends_at: now.saturating_add(ms),
@@ -118,19 +119,11 @@ pub async fn answer(
         .eval_check(check_id)
         .await?
         .ok_or(StoreError::NotFound)?;
-    let uuid = check
-        .spec
-        .uuid
-        .map(|u| u.to_string())
-        .ok_or(StoreError::NotFound)?;
+    let uuid = check.spec.uuid.ok_or(StoreError::NotFound)?;
+    let key = crate::domain::name::unique_key(uuid);
     // The `check` label of its alerts (`alert_labels` in the dispatcher).
-    let label = check
-        .spec
-        .slug
-        .clone()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| uuid.clone());
-    let id = silence_id(&uuid);
+    let label = crate::domain::name::public_name(check.spec.slug.as_deref(), uuid);
+    let id = silence_id(&key);
     // A config silence of that id would hide this one from the API.
     if state
         .live
@@ -147,7 +140,7 @@ pub async fn answer(
         ));
     }
     let now = clock::now_ms();
-    let s = silence(&label, &uuid, ask, format!("ping from {client}"), now)
+    let s = silence(&label, &key, ask, format!("ping from {client}"), now)
         .map_err(|e| StoreError::Other(anyhow::anyhow!(e)))?;
     // The upsert keeps the stored created_at of a snooze it replaces.
     state

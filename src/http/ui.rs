@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::api::{find, CheckView};
-use super::auth::{scope_of, Denied};
+use super::auth::{scope_of, Denied, ReadAccess};
 use super::badge::{label_badge_key, BadgeState};
 use super::error::AppError;
 use super::v3::unique_key;
@@ -281,7 +281,8 @@ fn when_str(s: Option<&str>, now: DateTime<Utc>) -> Option<When> {
 /// One row of the list.
 #[derive(Serialize)]
 struct Row {
-    uuid: String,
+    /// How the row links to its check: slug or unique key, never the uuid.
+    key: String,
     title: String,
     name: String,
     status: &'static str,
@@ -355,6 +356,7 @@ async fn list(
         } else {
             Vec::new()
         };
+        let uuid = c.uuid;
         let v = CheckView::new(c, "", &spans, &mut cache);
         let status = status_word(v.status.as_str());
         *counts.entry(status).or_default() += 1;
@@ -362,7 +364,7 @@ async fn list(
             continue;
         }
         rows.push(Row {
-            uuid: v.uuid.to_string(),
+            key: crate::domain::name::public_name(v.slug.as_deref(), uuid),
             title,
             name: v.name,
             status,
@@ -500,6 +502,7 @@ async fn check_page(
     Path(key): Path<String>,
 ) -> Result<Response, AppError> {
     let now = clock::now();
+    let writer = viewer.scope >= Scope::Write;
     let check = find(&state, &key).await?;
     let explanation = crate::domain::explain::explain(&check.spec, now);
     let windows: Vec<WindowRow> = check
@@ -585,7 +588,8 @@ async fn check_page(
                 acked => when(i.acked_at, now),
                 acked_by => i.acked_by,
                 ack_comment => i.ack_comment,
-                ack_path => super::ack::ack_path(&state, &check.uuid.to_string(), i.id, i.opened_at),
+                // The acknowledge link is a capability too: writers only.
+                ack_path => writer.then(|| super::ack::ack_path(&state, &check.uuid.to_string(), i.id, i.opened_at)),
             }
         })
         .collect();
@@ -650,7 +654,9 @@ async fn check_page(
         })
         .collect();
     let badge = unique_key(check.uuid);
-    let v = super::api::view(&state, check);
+    // How this page's links name the check: never by its uuid.
+    let key = crate::domain::name::public_name(check.spec.slug.as_deref(), check.uuid);
+    let v = super::api::view(&state, check).seen_by(&ReadAccess { writer });
     let band = usual_band(&items, v.usual_items, v.items_below_usual);
     let status = status_word(v.status.as_str());
     render(
@@ -679,9 +685,10 @@ async fn check_page(
             incidents,
             notifications,
             badge,
+            key,
             csrf => viewer.csrf,
             logout => viewer.cookie,
-            can_write => viewer.scope >= Scope::Write,
+            can_write => writer,
         },
     )
 }
@@ -736,7 +743,11 @@ async fn set_paused(
     }
     let check = find(&state, &key).await?;
     super::api::pause(&state, &check, paused).await?;
-    Ok(Redirect::to(&format!("/checks/{}", check.uuid)).into_response())
+    Ok(Redirect::to(&format!(
+        "/checks/{}",
+        crate::domain::name::public_name(check.spec.slug.as_deref(), check.uuid)
+    ))
+    .into_response())
 }
 
 /// The token of the login form: there is no session yet, so it is bound to

@@ -212,13 +212,10 @@ fn channels_of(state: &AppState, check: &Check) -> String {
         return String::new();
     };
     let mut labels: LabelSet = check.spec.labels.clone();
+    // As the check's alerts carry it (`alert_labels`).
     labels.insert(
         "check".into(),
-        check
-            .spec
-            .slug
-            .clone()
-            .unwrap_or_else(|| check.uuid.to_string()),
+        crate::domain::name::public_name(check.spec.slug.as_deref(), check.uuid),
     );
     labels.insert("name".into(), check.spec.name.clone());
     let mut names: Vec<String> = tree
@@ -366,15 +363,15 @@ async fn find(state: &AppState, code: &str, allow_unique_key: bool) -> Result<Ch
             Err(e) => Err(e.into()),
         };
     }
-    if allow_unique_key && code.len() == 40 && code.bytes().all(|b| b.is_ascii_hexdigit()) {
-        let code = code.to_ascii_lowercase();
-        return state
-            .store
-            .list_checks()
-            .await?
-            .into_iter()
-            .find(|c| unique_key(c.uuid) == code)
-            .ok_or_else(not_found);
+    if allow_unique_key && crate::domain::name::looks_like_unique_key(code) {
+        let Some(r) = state.store.check_ref_by_unique_key(code).await? else {
+            return Err(not_found());
+        };
+        return match state.store.check_by_uuid(r.uuid).await {
+            Ok(c) => Ok(c),
+            Err(StoreError::NotFound) => Err(not_found()),
+            Err(e) => Err(e.into()),
+        };
     }
     Err(V3Error::bad("invalid uuid format"))
 }

@@ -5,17 +5,13 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use sha1::{Digest, Sha1};
+use sha2::Digest;
 use uuid::Uuid;
 
 use crate::domain::ping::UnixMs;
 use crate::domain::status::Status;
 
-/// healthchecks' `unique_key`: the SHA-1 of the first 16 hex digits of the uuid.
-pub fn unique_key(uuid: Uuid) -> String {
-    let hex = uuid.simple().to_string();
-    hex::encode(Sha1::digest(&hex.as_bytes()[..16]))
-}
+pub use crate::domain::name::unique_key;
 
 /// An instant as healthchecks' `isostring`: to the second, `+00:00`.
 pub(crate) fn isostring(ms: UnixMs) -> Option<String> {
@@ -89,17 +85,6 @@ mod tests {
         assert_eq!(labels["prod"], "true");
         assert_eq!(labels["team"], "data");
         assert_eq!(labels_to_tags(&labels), "db prod team=data");
-    }
-
-    #[test]
-    fn unique_key_is_computed_as_healthchecks_does() {
-        let u = Uuid::parse_str("5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0").unwrap();
-        assert_eq!(unique_key(u).len(), 40);
-        // As healthchecks computes it: sha1(code.hex[:16]).
-        assert_eq!(
-            unique_key(u),
-            hex::encode(Sha1::digest(b"5f4cc5e50c514f1e"))
-        );
     }
 
     #[test]

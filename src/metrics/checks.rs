@@ -49,7 +49,7 @@ pub fn select(page: Vec<MetricCheck>, settings: &MetricsSettings) -> Vec<Selecte
                     LabelSet::new()
                 }
             };
-            let check = c.slug.unwrap_or(c.uuid);
+            let check = c.public_name();
             if !settings.select.is_empty() {
                 labels.insert("check".into(), check.clone());
                 labels.insert("name".into(), c.name.clone());
@@ -358,6 +358,7 @@ mod tests {
         MetricCheck {
             id,
             uuid: format!("00000000-0000-4000-8000-{id:012}"),
+            unique_key: None,
             slug: slug.map(str::to_string),
             name: name.to_string(),
             labels: labels.to_string(),
@@ -395,9 +396,12 @@ mod tests {
             r#"{"team":"da\"ta\\\n","other":"x"}"#,
         )];
         let s = select(page, &settings(&["team", "missing"], ""));
+        // A check without a slug is labelled by its unique key, never its uuid.
+        let key =
+            crate::domain::name::unique_key_of("00000000-0000-4000-8000-000000000001").unwrap();
         assert_eq!(
             &*s[0].labels,
-            r#"check="00000000-0000-4000-8000-000000000001",name="say \"hi\"\\now\nplease",team="da\"ta\\\n""#
+            format!(r#"check="{key}",name="say \"hi\"\\now\nplease",team="da\"ta\\\n""#)
         );
     }
 

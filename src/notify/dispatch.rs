@@ -705,10 +705,7 @@ pub fn alert_labels(src: &AlertSource) -> LabelSet {
         ALERTNAME_CHECK
     };
     labels.insert("alertname".into(), alertname.into());
-    labels.insert(
-        "check".into(),
-        src.slug.clone().unwrap_or_else(|| src.uuid.clone()),
-    );
+    labels.insert("check".into(), src.check_name());
     labels.insert("name".into(), src.name.clone());
     if !src.is_overlap() {
         labels.insert("status".into(), src.incident_status.clone());

@@ -40,6 +40,13 @@ pub trait CheckStore {
     async fn check_ref_by_uuid(&self, uuid: Uuid) -> Result<Option<CheckRef>, StoreError>;
     /// The routing entry of a check by slug, if it exists.
     async fn check_ref_by_slug(&self, slug: &str) -> Result<Option<CheckRef>, StoreError>;
+    /// The routing entry of a check by its `unique_key` (the oldest, should
+    /// two uuids share their first 16 hex digits), if it exists. A miss
+    /// while some check still lacks its key fills the keys and looks again.
+    async fn check_ref_by_unique_key(&self, key: &str) -> Result<Option<CheckRef>, StoreError>;
+    /// Writes the `unique_key` of every check written without one (before
+    /// migration 0020, or by hand); returns how many.
+    async fn fill_unique_keys(&self) -> Result<u64, StoreError>;
     /// Every routing entry, to warm the ping path's cache at start-up.
     async fn all_check_refs(&self) -> Result<Vec<CheckRef>, StoreError>;
     /// How many checks exist.
@@ -271,6 +278,61 @@ macro_rules! impl_check_store {
                         .fetch_optional(&self.pool)
                         .await?;
                 Ok(row.and_then($crate::store::check_ref))
+            }
+
+            async fn check_ref_by_unique_key(
+                &self,
+                key: &str,
+            ) -> Result<Option<$crate::store::CheckRef>, $crate::store::StoreError> {
+                const SQL: &str = "SELECT id, uuid, slug FROM checks WHERE unique_key = $1 \
+                                   ORDER BY id LIMIT 1";
+                let key = key.to_ascii_lowercase();
+                let find = || async {
+                    sqlx::query_as::<_, (i64, String, Option<String>)>(SQL)
+                        .bind(&key)
+                        .fetch_optional(&self.pool)
+                        .await
+                };
+                if let Some(row) = find().await? {
+                    return Ok($crate::store::check_ref(row));
+                }
+                let unfilled: Option<(i64,)> =
+                    sqlx::query_as("SELECT id FROM checks WHERE unique_key IS NULL LIMIT 1")
+                        .fetch_optional(&self.pool)
+                        .await?;
+                if unfilled.is_none() {
+                    return Ok(None);
+                }
+                self.fill_unique_keys().await?;
+                Ok(find().await?.and_then($crate::store::check_ref))
+            }
+
+            async fn fill_unique_keys(&self) -> Result<u64, $crate::store::StoreError> {
+                let mut filled = 0u64;
+                loop {
+                    let mut tx = self.pool.begin().await?;
+                    sqlx::query(<Self as $crate::store::dialect::Dialect>::QUIET_CHECK_UPDATES)
+                        .execute(&mut *tx)
+                        .await?;
+                    let rows: Vec<(i64, String)> = sqlx::query_as(
+                        "SELECT id, uuid FROM checks WHERE unique_key IS NULL ORDER BY id LIMIT 1000",
+                    )
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    if rows.is_empty() {
+                        return Ok(filled);
+                    }
+                    for (id, uuid) in &rows {
+                        let key = $crate::domain::name::public_name_of(None, uuid);
+                        sqlx::query("UPDATE checks SET unique_key = $1 WHERE id = $2")
+                            .bind(key)
+                            .bind(*id)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    tx.commit().await?;
+                    filled += rows.len() as u64;
+                }
             }
 
             async fn all_check_refs(

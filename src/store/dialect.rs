@@ -24,6 +24,9 @@ pub(crate) trait Dialect {
     const BEAT: &'static str;
     /// The texts of the JSON array `$1`, as a one-column subquery.
     const JSON_TEXTS: &'static str;
+    /// Run first in a transaction whose updates of `checks` no other
+    /// replica needs to hear of (filling `unique_key`).
+    const QUIET_CHECK_UPDATES: &'static str;
     /// A page of the evaluator's start-up read, in id order: the checks
     /// with `after < id`, at most `limit` (eval_rows.rs).
     async fn eval_page_on(

@@ -11,10 +11,23 @@ use super::StoreError;
 pub struct MetricCheck {
     pub id: i64,
     pub uuid: String,
+    /// `NULL` until filled for a check made before migration 0020.
+    pub unique_key: Option<String>,
     pub slug: Option<String>,
     pub name: String,
     /// JSON object.
     pub labels: String,
+}
+
+impl MetricCheck {
+    /// The `check` label: the slug, or the unique key (never the uuid).
+    pub fn public_name(&self) -> String {
+        match (&self.slug, &self.unique_key) {
+            (Some(s), _) if !s.is_empty() => s.clone(),
+            (_, Some(k)) => k.clone(),
+            _ => crate::domain::name::public_name_of(None, &self.uuid),
+        }
+    }
 }
 
 /// The reads of a metrics scrape.
@@ -35,7 +48,8 @@ macro_rules! impl_metrics_store {
                 limit: u32,
             ) -> Result<Vec<$crate::store::metrics::MetricCheck>, $crate::store::StoreError> {
                 Ok(sqlx::query_as(
-                    "SELECT id, uuid, slug, name, labels FROM checks WHERE id > $1 ORDER BY id LIMIT $2",
+                    "SELECT id, uuid, unique_key, slug, name, labels FROM checks \
+                     WHERE id > $1 ORDER BY id LIMIT $2",
                 )
                 .bind(after)
                 .bind(i64::from(limit))

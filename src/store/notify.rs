@@ -51,6 +51,12 @@ pub struct AlertSource {
 }
 
 impl AlertSource {
+    /// The alert's `check` label and the name its links use: the slug, or
+    /// the unique key (the uuid is a capability and never goes out).
+    pub fn check_name(&self) -> String {
+        crate::domain::name::public_name_of(self.slug.as_deref(), &self.uuid)
+    }
+
     /// The checks this one depends on, by slug.
     pub fn depends_on(&self) -> Vec<String> {
         serde_json::from_str(&self.depends_on).unwrap_or_default()

@@ -28,9 +28,9 @@ pub struct IncidentAck {
 }
 
 impl IncidentAck {
-    /// The check's `check` label: its slug, or its uuid without one.
-    pub fn check_label(&self) -> &str {
-        self.check_slug.as_deref().unwrap_or(&self.check_uuid)
+    /// The check's `check` label: its slug, or its unique key without one.
+    pub fn check_label(&self) -> String {
+        crate::domain::name::public_name_of(self.check_slug.as_deref(), &self.check_uuid)
     }
 }
 

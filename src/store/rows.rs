@@ -486,6 +486,7 @@ pub(crate) fn eval_check(
 #[derive(Clone)]
 pub(crate) struct CheckValues {
     pub uuid: String,
+    pub unique_key: String,
     pub slug: Option<String>,
     pub name: String,
     pub description: String,
@@ -515,8 +516,10 @@ pub(crate) struct CheckValues {
 
 impl CheckValues {
     pub(crate) fn new(spec: &CheckSpec, source: CheckSource) -> anyhow::Result<CheckValues> {
+        let uuid = spec.uuid.unwrap_or_else(Uuid::new_v4);
         Ok(CheckValues {
-            uuid: spec.uuid.unwrap_or_else(Uuid::new_v4).to_string(),
+            uuid: uuid.to_string(),
+            unique_key: crate::domain::name::unique_key(uuid),
             slug: spec.slug.clone(),
             name: spec.name.clone(),
             description: spec.description.clone(),
@@ -550,6 +553,7 @@ impl CheckValues {
 pub(crate) fn insert_check_sql() -> String {
     let cols = [
         "uuid",
+        "unique_key",
         "slug",
         "name",
         "description",
@@ -668,6 +672,7 @@ macro_rules! bind_check_values {
     ($query:expr, $v:expr, $now:expr) => {
         $query
             .bind($v.uuid.clone())
+            .bind($v.unique_key.clone())
             .bind($v.slug.clone())
             .bind($v.name.clone())
             .bind($v.description.clone())

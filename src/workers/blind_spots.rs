@@ -165,7 +165,12 @@ pub async fn affected(store: &dyn Store, span: (UnixMs, UnixMs)) -> anyhow::Resu
         .await
         .context("cannot read the checks' names")?
         .into_iter()
-        .map(|r| (r.id, r.slug.unwrap_or_else(|| r.uuid.to_string())))
+        .map(|r| {
+            (
+                r.id,
+                crate::domain::name::public_name(r.slug.as_deref(), r.uuid),
+            )
+        })
         .collect();
     let mut cache = RulesCache::default();
     let mut listing = Listing::default();

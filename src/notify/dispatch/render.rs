@@ -28,7 +28,7 @@ impl Dispatcher {
                 by: h.src.acked_by.clone().unwrap_or_default(),
                 at: instant(h.src.acked_at.unwrap_or(now)),
                 comment: h.src.ack_comment.clone(),
-                link: format!("{}/checks/{}", self.base_url, h.src.uuid),
+                link: format!("{}/checks/{}", self.base_url, h.src.check_name()),
             })
             .collect();
         let mut alerts = Vec::with_capacity(p.firing.len() + p.resolved.len());
@@ -62,8 +62,9 @@ impl Dispatcher {
 
     pub(super) fn alert(&self, h: &Held, status: AlertStatus, now: UnixMs) -> Alert {
         let src = &h.src;
-        // The dashboard's page of the check (SPEC §6).
-        let url = format!("{}/checks/{}", self.base_url, src.uuid);
+        // The dashboard's page of the check (SPEC §6), by a name that is no
+        // capability: these links reach whole chat channels.
+        let url = format!("{}/checks/{}", self.base_url, src.check_name());
         let display = if src.name.is_empty() {
             h.labels.get("check").cloned().unwrap_or_default()
         } else {

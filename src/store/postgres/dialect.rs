@@ -23,6 +23,11 @@ impl Dialect for PgStore {
 
     const JSON_TEXTS: &'static str = "SELECT json_array_elements_text($1::json)";
 
+    /// The `checks_changed` trigger sends no `check:<id>` notice while this
+    /// is set (migration 0020).
+    const QUIET_CHECK_UPDATES: &'static str =
+        "SELECT set_config('overdue.unique_key_fill', 'on', true)";
+
     /// Never moves a replica's last beat back (another process may have
     /// recorded a later one).
     const BEAT: &'static str = "INSERT INTO replicas (id, started_at, last_beat_at) \

@@ -26,6 +26,9 @@ impl Dialect for SqliteStore {
 
     const JSON_TEXTS: &'static str = "SELECT value FROM json_each($1)";
 
+    /// One process per file: no other replica to tell.
+    const QUIET_CHECK_UPDATES: &'static str = "SELECT 1";
+
     /// One process per file: its own heartbeats come in order.
     const BEAT: &'static str = "INSERT INTO replicas (id, started_at, last_beat_at) \
          VALUES ($1, $2, $3) \
