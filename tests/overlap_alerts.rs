@@ -169,8 +169,9 @@ routes = [
         assert_eq!(a["labels"]["team"], "data");
         assert!(a["labels"].get("status").is_none(), "{a}");
         assert!(a["labels"].get("reason").is_none(), "{a}");
-        // Links go to the dashboard's page of the check.
-        let link = format!("{BASE_URL}/checks/{etl}");
+        // Links go to the dashboard's page of the check, by slug (never by
+        // its uuid: these links reach whole chat channels).
+        let link = format!("{BASE_URL}/checks/etl");
         assert_eq!(a["generatorURL"], link.as_str());
         assert_eq!(a["annotations"]["link"], link.as_str());
         assert_eq!(
@@ -213,7 +214,7 @@ routes = [
         assert_eq!(incident[0]["labels"]["status"], "down");
         assert_eq!(
             incident[0]["generatorURL"],
-            format!("{BASE_URL}/checks/{plain}").as_str()
+            format!("{BASE_URL}/checks/plain").as_str()
         );
         let mails = smtp.wait_for(3, WAIT).await;
         let text = mails[2].text.clone().unwrap();
