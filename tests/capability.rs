@@ -548,3 +548,74 @@ both_backends!(
         assert!(text.contains("unique_key"), "{text}");
     }
 );
+
+/// The attacker's script of issue #41, in Python's urllib: with a read key,
+/// read everything a viewer can, collect whatever looks like a uuid, and
+/// try to snooze and lock with it and with the unique keys.
+const ATTACK: &str = r#"
+import json, re, sys, urllib.error, urllib.request
+base, key = sys.argv[1], sys.argv[2]
+def call(method, path, headers=None):
+    req = urllib.request.Request(base + path, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+seen = ""
+for path in ["/api/v1/checks", "/api/v1/silences", "/api/v1/notifications", "/metrics", "/"]:
+    status, body = call("GET", path, {"X-Api-Key": key})
+    seen += body
+uuids = sorted(set(re.findall(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", seen)))
+keys = sorted(set(c["unique_key"] for c in json.loads(call("GET", "/api/v1/checks", {"X-Api-Key": key})[1])["checks"]))
+tries = {}
+for token in uuids + keys:
+    tries[token] = [call("GET", f"/ping/{token}/snooze?for=7d")[0],
+                    call("POST", f"/ping/{token}/lock?ttl=7d&holder=attacker")[0]]
+print(json.dumps({"uuids": uuids, "keys": keys, "tries": tries}))
+"#;
+
+both_backends!(a_read_key_cannot_silence_a_check, |backend| async move {
+    if !common::peer_available("urllib attack test", "/usr/bin/python3", "python3") {
+        return;
+    }
+    let hook = WebhookSink::start().await;
+    let server = TestServer::start(backend, &config(&hook, None)).await;
+    for body in [
+        json!({"slug": "victim", "interval": "1h"}),
+        json!({"interval": "1h"}),
+    ] {
+        let (status, text) = send(
+            &server,
+            reqwest::Method::POST,
+            "/api/v1/checks",
+            WRITE,
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 201, "{text}");
+    }
+    let base = server.base.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("/usr/bin/python3")
+            .args(["-c", ATTACK, &base, READ])
+            .output()
+            .expect("run python3")
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Request ids the server drew (silences, notifications) are uuids too,
+    // but none is a check's: nothing it tried reached a check.
+    assert_eq!(v["keys"].as_array().unwrap().len(), 2, "{v}");
+    for (token, answers) in v["tries"].as_object().unwrap() {
+        assert_eq!(answers, &json!([404, 404]), "{token}: {v}");
+    }
+    let (_, text) = get(&server, "/api/v1/silences", WRITE).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["silences"],
+        json!([]),
+        "no silence was made"
+    );
+});

@@ -178,7 +178,12 @@ async fn a_warm_follower_takes_over_with_what_changed_while_it_followed() {
     stop_pinging.cancel();
     pinger.await.unwrap();
 
-    wait_log_after(&leader, woke_at, "evaluator holds every check while following").await;
+    wait_log_after(
+        &leader,
+        woke_at,
+        "evaluator holds every check while following",
+    )
+    .await;
     let log = follower.log();
     // Neither late nor down, ever.
     assert_eq!(
