@@ -152,3 +152,78 @@ fn the_start_up_warning_says_so() {
     let server = ChildServer::spawn(&config);
     assert!(!server.log().contains(WARNING), "{}", server.log());
 }
+
+/// A POST of JSON to the server, with a key or none: (status, body).
+async fn post_json(s: &TestServer, path: &str, key: Option<&str>, body: Value) -> (u16, Value) {
+    let mut r = s.client.post(s.url(path)).json(&body);
+    if let Some(k) = key {
+        r = r.header("x-api-key", k);
+    }
+    let r = r.send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+both_backends!(
+    the_first_key_cannot_lock_writers_out,
+    |backend| async move {
+        let s = TestServer::start(backend, "").await;
+        // From loopback with no key at all, a read key first would end the
+        // open access with nobody left able to write: refused, saying why.
+        let (status, e) = post_json(
+            &s,
+            "/api/v1/keys",
+            None,
+            serde_json::json!({"name": "grafana", "scope": "read"}),
+        )
+        .await;
+        assert_eq!(status, 409, "{e}");
+        let message = e["error"]["message"].as_str().unwrap();
+        assert!(message.contains("create a write key first"), "{message}");
+        // Nothing changed: loopback still writes without a key.
+        let (status, _) = post_json(
+            &s,
+            "/api/v1/checks",
+            None,
+            serde_json::json!({"slug": "still-open"}),
+        )
+        .await;
+        assert_eq!(status, 201);
+        // The way out: a write key first, then the read key.
+        let (status, w) = post_json(
+            &s,
+            "/api/v1/keys",
+            None,
+            serde_json::json!({"name": "admin", "scope": "write"}),
+        )
+        .await;
+        assert_eq!(status, 201, "{w}");
+        let write = w["key"].as_str().unwrap().to_string();
+        let (status, r) = post_json(
+            &s,
+            "/api/v1/keys",
+            Some(&write),
+            serde_json::json!({"name": "grafana", "scope": "read"}),
+        )
+        .await;
+        assert_eq!(status, 201, "{r}");
+        // The last write key cannot go while a read key remains.
+        let id = w["id"].as_str().unwrap();
+        let refused = s
+            .client
+            .delete(s.url(&format!("/api/v1/keys/{id}")))
+            .header("x-api-key", &write)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 409);
+        let (status, _) = post_json(
+            &s,
+            "/api/v1/checks",
+            Some(&write),
+            serde_json::json!({"slug": "still-writable"}),
+        )
+        .await;
+        assert_eq!(status, 201, "the write key still works");
+    }
+);

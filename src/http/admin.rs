@@ -19,6 +19,7 @@ use super::api::parse_json;
 use super::auth::{ReadAccess, WriteAccess};
 use super::error::{AppError, ErrorBody};
 use super::AppState;
+use crate::config::Scope;
 use crate::domain::check::FieldError;
 use crate::domain::evaluate::RulesCache;
 use crate::store::keys::ApiKeyRecord;
@@ -227,10 +228,10 @@ async fn list_keys(
     Ok(Json(KeyList { keys }))
 }
 
-fn scope_name(s: crate::config::Scope) -> &'static str {
+fn scope_name(s: Scope) -> &'static str {
     match s {
-        crate::config::Scope::Read => "read",
-        crate::config::Scope::Write => "write",
+        Scope::Read => "read",
+        Scope::Write => "write",
     }
 }
 
@@ -240,6 +241,7 @@ fn scope_name(s: crate::config::Scope) -> &'static str {
     responses(
         (status = 201, description = "Created; `key` holds the key", body = KeyView),
         (status = 400, description = "Invalid fields, each named", body = ErrorBody),
+        (status = 409, description = "A read key while no write key exists", body = ErrorBody),
     ),
     security(("api_key" = ["write"]), ("bearer" = ["write"])))]
 async fn create_key(
@@ -264,6 +266,16 @@ async fn create_key(
     if !errors.is_empty() {
         return Err(AppError::Invalid(errors));
     }
+    // The first key ends the loopback's open access: were it a read key,
+    // nobody could write any more (nor make a write key) without editing
+    // the config file and restarting.
+    if input.scope == "read" && !write_key_exists(&state, None).await? {
+        return Err(AppError::Conflict(
+            "no write key exists yet: create a write key first (scope \"write\"), or this \
+             read key would end the loopback's write access and lock every writer out"
+                .into(),
+        ));
+    }
     let secret = format!("od_{}", hex::encode(rand::random::<[u8; 24]>()));
     let record = ApiKeyRecord {
         id: uuid::Uuid::new_v4().to_string(),
@@ -278,13 +290,33 @@ async fn create_key(
     Ok((StatusCode::CREATED, Json(view)))
 }
 
+/// Whether a write key exists, in the config file or made through the API
+/// (other than `except`).
+async fn write_key_exists(state: &AppState, except: Option<&str>) -> Result<bool, AppError> {
+    if state
+        .live
+        .config()
+        .api_keys
+        .iter()
+        .any(|k| k.scope == Scope::Write)
+    {
+        return Ok(true);
+    }
+    Ok(state
+        .store
+        .list_api_keys()
+        .await?
+        .iter()
+        .any(|k| k.scope == "write" && Some(k.id.as_str()) != except))
+}
+
 #[utoipa::path(delete, path = "/keys/{id}", tag = "server",
     summary = "Delete an API key created through the API",
     params(("id" = String, Path, description = "The key's id")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such key", body = ErrorBody),
-        (status = 409, description = "Declared in the config file", body = ErrorBody),
+        (status = 409, description = "Declared in the config file, or the last write key while read keys remain", body = ErrorBody),
     ),
     security(("api_key" = ["write"]), ("bearer" = ["write"])))]
 async fn delete_key(
@@ -295,6 +327,23 @@ async fn delete_key(
     if id.starts_with("config-") {
         return Err(AppError::Conflict(format!(
             "key {id:?} is declared in the config file; remove it there"
+        )));
+    }
+    // Deleting the last write key while read keys remain locks writers out
+    // just as a first read key would.
+    let stored = state.store.list_api_keys().await?;
+    let others_read = stored.iter().any(|k| k.id != id && k.scope == "read")
+        || state
+            .live
+            .config()
+            .api_keys
+            .iter()
+            .any(|k| k.scope == Scope::Read);
+    let is_write = stored.iter().any(|k| k.id == id && k.scope == "write");
+    if is_write && others_read && !write_key_exists(&state, Some(&id)).await? {
+        return Err(AppError::Conflict(format!(
+            "key {id:?} is the last write key and read keys remain: create another write key \
+             first, or delete the read keys, so that writers are not locked out"
         )));
     }
     state.store.delete_api_key(&id).await.map_err(|e| match e {
