@@ -79,6 +79,14 @@ both_backends!(
             (r["token"].as_i64(), r["ttl_ms"].as_i64()),
             (Some(token), Some(1_200_000))
         );
+        // Renewing without ttl keeps the seat's own TTL (20m), not the
+        // check's default (10m).
+        let (status, r) = post(&s, &format!("{base}/lock?token={token}")).await;
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(
+            (r["token"].as_i64(), r["ttl_ms"].as_i64()),
+            (Some(token), Some(1_200_000))
+        );
         // A token that holds nothing: 409.
         let (status, _) = post(&s, &format!("{base}/lock?token={}", token + 100)).await;
         assert_eq!(status, 409);

@@ -194,7 +194,19 @@ async fn lock(
     peer: &str,
 ) -> Result<Response, StoreError> {
     let now = clock::now_ms();
-    let ttl_ms = match q.ttl_ms {
+    // A renewal without `ttl` keeps the seat's own TTL (a 30-minute seat is
+    // not cut to the check's default); a seat already gone is refused below.
+    let renewed_ttl = match (q.ttl_ms, q.token) {
+        (None, Some(token)) => state
+            .store
+            .locks(check_id, now)
+            .await?
+            .into_iter()
+            .find(|s| s.token == token)
+            .map(|s| s.ttl_ms),
+        _ => None,
+    };
+    let ttl_ms = match q.ttl_ms.or(renewed_ttl) {
         Some(t) => t,
         None => {
             let (rules, _) = rules_of(state, check_id).await?;
