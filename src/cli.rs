@@ -224,7 +224,7 @@ pub enum ChecksCommand {
 }
 
 fn parse_duration_arg(s: &str) -> Result<std::time::Duration, String> {
-    crate::settings::parse_duration(s)
+    crate::domain::check::parse_duration(s)
 }
 
 fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {

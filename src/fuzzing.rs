@@ -33,7 +33,6 @@ use crate::domain::evaluate::{evaluate, Rules};
 use crate::domain::ping::Summary;
 use crate::domain::schedule::{CronSchedule, REFERENCE};
 use crate::notify::silence::{Silence, SilenceInput, SilenceSource};
-use crate::settings;
 
 /// Zones the cron and active-hours targets evaluate in: no DST, DST on both
 /// hemispheres, a 30-minute DST shift, a 45-minute offset, a zone that skipped
@@ -115,10 +114,10 @@ pub fn cron(data: &[u8]) {
 /// exactly that long after it starts, at an instant a date can name.
 pub fn duration(data: &[u8]) {
     let s = text(data);
-    if let Ok(d) = settings::parse_duration(&s) {
+    if let Ok(d) = check::parse_duration(&s) {
         let printed = check::format_duration(d);
         assert_eq!(
-            settings::parse_duration(&printed),
+            check::parse_duration(&printed),
             Ok(d),
             "{s:?} parsed to {d:?}, printed as {printed:?}"
         );
@@ -152,7 +151,7 @@ pub fn duration(data: &[u8]) {
     let now_ms = now.timestamp_millis();
     if let (Ok(silence), Ok(d)) = (
         Silence::from_input(input, "fuzz".to_string(), SilenceSource::Api, now_ms),
-        settings::parse_duration(&s),
+        check::parse_duration(&s),
     ) {
         let want = i64::try_from(d.as_millis())
             .ok()

@@ -54,12 +54,6 @@ pub fn read_secret_file(path: &Path) -> Result<Secret, String> {
     Ok(Secret(value.to_string()))
 }
 
-/// Parses a humantime duration such as `30s` or `2h 30m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{s:?} is not a duration like \"30s\" or \"2h\" ({e})"))
-}
-
 /// A duration as the config file writes it (`1h 30m`), for messages.
 pub fn format_duration(d: Duration) -> String {
     humantime::format_duration(d).to_string()

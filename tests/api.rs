@@ -121,6 +121,20 @@ both_backends!(validation_errors_name_the_field, |backend| async move {
         .map(|f| f["field"].as_str().unwrap())
         .collect();
     assert!(fields.contains(&"interval"), "{e}");
+    // A bad duration says in words what was expected, with examples.
+    let interval = e["error"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field"] == "interval")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        interval,
+        "\"soon\" is not a duration like \"5m\" or \"1h30m\": a number was expected at position 0"
+    );
     assert!(fields.contains(&"tz"), "{e}");
     assert!(fields.contains(&"active_hours[0]"), "{e}");
 

@@ -27,6 +27,7 @@ use serde::Deserialize;
 
 use self::dashboard::{DashboardInput, DashboardSettings};
 use self::rate_limit::{RateLimitInput, RateLimitSettings};
+use crate::domain::check::parse_duration;
 use crate::domain::check::{CheckInput, CheckSpec};
 use crate::metrics::settings::{MetricsInput, MetricsSettings};
 use crate::notify::inhibit::{InhibitRule, InhibitRuleInput};
@@ -36,9 +37,7 @@ use crate::notify::route::{RouteDefaults, RouteInput, RouteTree};
 use crate::notify::silence::{Silence, SilenceInput, SilenceSource};
 use crate::notify::time_interval::{NamedTimeInterval, TimeIntervalInput};
 use crate::notify::{DeliverySettings, NotifyConfig};
-use crate::settings::{
-    format_duration, parse_duration, read_secret_file, DatabaseSettings, Secret,
-};
+use crate::settings::{format_duration, read_secret_file, DatabaseSettings, Secret};
 pub use crate::settings::{is_postgres_url, SqliteSynchronous, PING_BATCH_MAX_LIMIT};
 
 /// The documented defaults, compiled into the binary.

@@ -235,17 +235,14 @@ impl CheckSpec {
 
         let mut duration = |field: &str, value: Option<String>| -> Option<Duration> {
             let s = value?;
-            match humantime::parse_duration(s.trim()) {
+            match parse_duration(&s) {
                 Ok(d) if d < MIN_DURATION => {
                     err(field, format!("{s:?} is shorter than the minimum of 1s"));
                     None
                 }
                 Ok(d) => Some(d),
                 Err(e) => {
-                    err(
-                        field,
-                        format!("{s:?} is not a duration like \"30s\" or \"2h\" ({e})"),
-                    );
+                    err(field, e);
                     None
                 }
             }
@@ -362,7 +359,7 @@ impl CheckSpec {
                 });
                 None
             }
-            Some(s) => match humantime::parse_duration(s.trim()) {
+            Some(s) => match parse_duration(&s) {
                 Ok(d) => match validate_items_window(d) {
                     Ok(()) => Some(d),
                     Err(e) => {
@@ -376,7 +373,7 @@ impl CheckSpec {
                 Err(e) => {
                     errors.push(FieldError {
                         field: "items_window".to_string(),
-                        message: format!("{s:?} is not a duration like \"4w\" ({e})"),
+                        message: e,
                     });
                     None
                 }
@@ -588,6 +585,28 @@ pub fn format_weeks(d: Duration) -> String {
     format!("{}w", d.as_secs() / WEEK.as_secs())
 }
 
+/// Parses a humantime duration (`"30s"`, `"5m"`, `"1h30m"`, `"2 days"`);
+/// the error says what was expected and where, in words, for messages that
+/// start with the field's name.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim()).map_err(|e| {
+        let why = match e {
+            humantime::DurationError::Empty => "it is empty".to_string(),
+            humantime::DurationError::InvalidCharacter(i) => {
+                format!("unexpected character at position {i}")
+            }
+            humantime::DurationError::NumberExpected(i) => {
+                format!("a number was expected at position {i}")
+            }
+            humantime::DurationError::UnknownUnit { unit, .. } => {
+                format!("unknown unit {unit:?} (use ms, s, m, h, d or w, e.g. 90s, 15m, 1h30m, 2d)")
+            }
+            humantime::DurationError::NumberOverflow => "the number is too large".to_string(),
+        };
+        format!("{text:?} is not a duration like \"5m\" or \"1h30m\": {why}")
+    })
+}
+
 /// Formats a duration the way the API and config spell them (`"5m"`, `"1day"` → `"1d"`).
 pub fn format_duration(d: Duration) -> String {
     // humantime prints "1day" and "1month 6days"; keep its output, which its own parser reads back.
@@ -614,6 +633,28 @@ pub struct Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn duration_errors_say_what_was_expected_in_words() {
+        assert_eq!(parse_duration(" 1h30m "), Ok(Duration::from_secs(5400)));
+        for (text, why) in [
+            ("soon", "a number was expected at position 0"),
+            ("5 parsecs", "unknown unit \"parsecs\""),
+            ("", "it is empty"),
+            ("5m!", "unexpected character at position 2"),
+            ("99999999999999999999999h", "the number is too large"),
+        ] {
+            let e = parse_duration(text).unwrap_err();
+            assert!(
+                e.starts_with(&format!(
+                    "{text:?} is not a duration like \"5m\" or \"1h30m\": "
+                )),
+                "{e}"
+            );
+            assert!(e.contains(why), "{text:?}: {e}");
+            assert!(!e.contains("expected number at"), "{e}");
+        }
+    }
 
     fn input(json: &str) -> CheckInput {
         serde_json::from_str(json).unwrap()

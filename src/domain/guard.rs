@@ -151,8 +151,7 @@ pub const MAX_LOCK_TTL: StdDuration = StdDuration::from_secs(7 * 86_400);
 
 /// A lock's TTL from `?ttl=`: a humantime duration from 1s to 7 days.
 pub fn parse_lock_ttl(text: &str) -> Result<StdDuration, String> {
-    let d = humantime::parse_duration(text.trim())
-        .map_err(|e| format!("ttl: {e} (a duration such as 30s, 10m or 2h)"))?;
+    let d = super::check::parse_duration(text).map_err(|e| format!("ttl: {e}"))?;
     if d < MIN_LOCK_TTL || d > MAX_LOCK_TTL {
         return Err(format!(
             "ttl: {} is out of range: from 1s to 7days",

@@ -211,16 +211,14 @@ impl RouteTree {
         };
         let mut duration = |field: &str, v: &Option<String>, fallback: Duration, zero_ok: bool| {
             let Some(s) = v else { return fallback };
-            match humantime::parse_duration(s.trim()) {
+            match crate::domain::check::parse_duration(s) {
                 Ok(d) if d.is_zero() && !zero_ok => {
                     errors.push(format!("{path}.{field}: must be greater than zero"));
                     fallback
                 }
                 Ok(d) => d,
                 Err(e) => {
-                    errors.push(format!(
-                        "{path}.{field}: {s:?} is not a duration like \"30s\" or \"5m\" ({e})"
-                    ));
+                    errors.push(format!("{path}.{field}: {e}"));
                     fallback
                 }
             }

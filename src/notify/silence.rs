@@ -135,7 +135,7 @@ impl Silence {
                     None
                 }
             },
-            (None, Some(d)) => match crate::settings::parse_duration(d) {
+            (None, Some(d)) => match crate::domain::check::parse_duration(d) {
                 // A cast would wrap a duration of more than 2^63 ms into an
                 // arbitrary end, even one before the start.
                 Ok(len) => starts_at.and_then(|s| {
@@ -253,7 +253,7 @@ mod tests {
             0,
         )
         .unwrap();
-        let len = crate::settings::parse_duration("1000y")
+        let len = crate::domain::check::parse_duration("1000y")
             .unwrap()
             .as_millis();
         assert_eq!(i128::from(s.ends_at - s.starts_at), len as i128);

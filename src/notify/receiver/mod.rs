@@ -36,8 +36,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::domain::check::parse_duration;
 use crate::notify::message::Message;
-use crate::settings::{parse_duration, read_secret_file, Secret};
+use crate::settings::{read_secret_file, Secret};
 
 pub use guard::TargetPolicy;
 pub use http::parse_retry_after;
