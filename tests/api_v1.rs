@@ -65,6 +65,7 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     .await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["grace"], "1m");
+    assert_eq!(v["grace_default"], false);
     assert_eq!(v["interval"], "5m");
     assert_eq!(v["labels"], json!({"team": "ops"}));
     assert_eq!(v["uuid"], uuid);
@@ -78,13 +79,16 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     )
     .await;
     assert_eq!(st, 200, "{v}");
+    // The grace shown is the one in force: for a cron check by default the
+    // gap between its due fire time and the next, so none before it is due.
     assert_eq!(
         (
             v["cron"].as_str(),
             v["interval"].as_str(),
-            v["grace"].as_str()
+            v["grace"].as_str(),
+            v["grace_default"].as_bool()
         ),
-        (Some("0 3 * * *"), None, None)
+        (Some("0 3 * * *"), None, None, Some(true))
     );
     // Validation errors name the field.
     let (st, e) = send(
@@ -175,9 +179,10 @@ both_backends!(update_upsert_and_delete, |backend| async move {
         (
             v["uuid"].clone(),
             v["interval"].as_str(),
-            v["grace"].as_str()
+            v["grace"].as_str(),
+            v["grace_default"].as_bool()
         ),
-        (c_uuid, Some("2m"), None)
+        (c_uuid, Some("2m"), Some("2m"), Some(true))
     );
     let (st, e) = send(
         &s,

@@ -123,8 +123,12 @@ pub struct CheckView {
     pub interval: Option<String>,
     pub cron: Option<String>,
     pub tz: String,
-    /// `null`: one interval.
+    /// The grace in force: the configured one, or by default one interval
+    /// (for a cron check, the gap from the due fire time to the next);
+    /// `null` only for a cron check not yet due. Write `null` for the default.
     pub grace: Option<String>,
+    /// Whether `grace` is the default (none was configured).
+    pub grace_default: bool,
     #[schema(value_type = Vec<WindowDoc>)]
     pub active_hours: Vec<WindowInput>,
     pub zero_items_after: Option<String>,
@@ -228,6 +232,13 @@ impl CheckView {
             Ok(e) => (e.status, e.reason, e.quiet, e.due),
             Err(_) => (Status::New, None, false, None),
         };
+        let grace = eval
+            .as_ref()
+            .ok()
+            .and_then(|e| e.grace)
+            .and_then(|g| g.to_std().ok())
+            .or(check.spec.grace)
+            .or(check.spec.interval());
         let s = &check.summary;
         let spec = check.spec;
         let spec_has_usual = spec.items_below_usual_ppm.is_some();
@@ -241,7 +252,8 @@ impl CheckView {
             ping_url: Some(format!("{base_url}/ping/{}", check.uuid)),
             interval: spec.interval().map(format_duration),
             cron: spec.cron().map(str::to_string),
-            grace: spec.grace.map(format_duration),
+            grace: grace.map(format_duration),
+            grace_default: spec.grace.is_none(),
             zero_items_after: spec.zero_items_after.map(format_duration),
             max_runtime: spec.max_runtime.map(format_duration),
             min_runtime: spec.min_runtime.map(format_duration),
