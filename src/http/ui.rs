@@ -78,9 +78,11 @@ pub struct Viewer {
     cookie: bool,
 }
 
-/// Why a page cannot be shown: sign in first, or the database failed.
+/// Why a page cannot be shown: sign in first, not from here, or the
+/// database failed.
 pub enum Refused {
     Login { basic: bool },
+    Forbidden(String),
     Error(AppError),
 }
 
@@ -99,6 +101,7 @@ impl IntoResponse for Refused {
             )
                 .into_response(),
             Refused::Login { basic: false } => Redirect::to("/login").into_response(),
+            Refused::Forbidden(why) => forbidden(&why),
             Refused::Error(e) => e.into_response(),
         }
     }
@@ -142,6 +145,10 @@ impl FromRequestParts<AppState> for Viewer {
                 })
             }
             Err(Denied::Unavailable(e)) => Err(Refused::Error(e.into())),
+            // Basic-auth users may still sign in; without them, signing in
+            // would not help: the request came by a host name that a
+            // rebound page could use.
+            Err(Denied::Rebinding(why)) if !basic => Err(Refused::Forbidden(why)),
             Err(_) => Err(Refused::Login { basic }),
         }
     }

@@ -396,6 +396,15 @@ impl TestServer {
     }
 }
 
+/// The CSRF token in a dashboard page's first form.
+pub fn csrf_of(html: &str) -> String {
+    let at = html
+        .find("name=\"csrf\" value=\"")
+        .unwrap_or_else(|| panic!("no csrf field in {html}"));
+    let rest = &html[at + "name=\"csrf\" value=\"".len()..];
+    rest[..rest.find('"').unwrap()].to_string()
+}
+
 /// Where [`TestServer::start_from_file`] writes its config file.
 pub fn config_path(db: &TestDb) -> PathBuf {
     db.dir.path().join("overdue.toml")
