@@ -1,8 +1,9 @@
 //! Browsers must not drive the API or the dashboard (SPEC §5, "Browsers";
 //! issue #41 §2), against the real server: cross-site writes are refused,
-//! API writes must be JSON, and with no key configured only loopback host
-//! names are answered (DNS rebinding). The `/ping` routes stay open to
-//! every client.
+//! API writes must be JSON, with no key configured only loopback host names
+//! are answered (DNS rebinding), and CSRF tokens and label badge keys come
+//! from a random secret of the installation. The `/ping` routes stay open
+//! to every client.
 //!
 //! Requests here say what a browser would (`Origin`, `Sec-Fetch-Site`, the
 //! `Host` of a rebound name); the server cannot tell them from a browser's.
@@ -11,10 +12,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{csrf_of, TestServer};
+use common::{csrf_of, label_badge_key, Backend, TestServer};
 use reqwest::redirect::Policy;
 use reqwest::Method;
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 
 const EVIL: &str = "http://rebind.evil.example";
 const WRITE: &str = "write-key-0123456789abcdef";
@@ -533,3 +535,149 @@ both_backends!(api_writes_with_a_body_must_be_json, |backend| async move {
     .await;
     assert_eq!(status, 200);
 });
+
+/// `sha256(prefix + database_url + "\0" + text)`, as tokens and label
+/// badge keys were made before: anyone could compute them.
+fn old_key(prefix: &str, database_url: &str, text: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(prefix.as_bytes());
+    h.update(database_url.as_bytes());
+    h.update(b"\0");
+    h.update(text.as_bytes());
+    hex::encode(&h.finalize()[..20])
+}
+
+/// The CSRF token of `check`'s page (loopback, no key) and the badge key
+/// of team=data.
+async fn page_secrets(s: &TestServer, check: &str) -> (String, String) {
+    let page = s
+        .client
+        .get(s.url(&format!("/checks/{check}")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    (csrf_of(&page), label_badge_key(s, "team=data").await)
+}
+
+async fn badge_status(s: &TestServer, key: &str) -> u16 {
+    s.client
+        .get(s.url(&format!("/badge/{key}.json")))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+both_backends!(
+    csrf_tokens_and_label_badges_come_from_a_random_secret,
+    |backend| async move {
+        let s = TestServer::start(backend, "").await;
+        let c = s
+            .create_check(json!({"slug": "nightly", "labels": {"team": "data"}}))
+            .await;
+        let uuid = c["uuid"].as_str().unwrap().to_string();
+        let (csrf, badge) = page_secrets(&s, "nightly").await;
+        let url = s.db.url.clone();
+        assert_ne!(csrf, old_key("overdue csrf\0", &url, "open"));
+        assert_ne!(badge, old_key("overdue label badge\0", &url, "team=data"));
+        assert_eq!(badge_status(&s, &badge).await, 200);
+
+        // A token computed from the configuration does not pause anything.
+        let forged = old_key("overdue csrf\0", &url, "open");
+        let r = browser()
+            .post(s.url(&format!("/checks/{uuid}/pause")))
+            .form(&[("csrf", forged.as_str())])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403);
+        assert!(!paused(&s, &uuid).await);
+
+        // The same after a restart...
+        let db = s.stop().await;
+        let s = TestServer::start_on(db, "").await;
+        assert_eq!(
+            page_secrets(&s, "nightly").await,
+            (csrf.clone(), badge.clone())
+        );
+        // ...and another once the stored secret is gone: it is what they
+        // come from.
+        let db = s.stop().await;
+        db.sql("DELETE FROM server_secrets WHERE name = 'page_key'")
+            .await;
+        let s = TestServer::start_on(db, "").await;
+        let (csrf2, badge2) = page_secrets(&s, "nightly").await;
+        assert_ne!(csrf2, csrf);
+        assert_ne!(badge2, badge);
+        assert_eq!(badge_status(&s, &badge).await, 404);
+        assert_eq!(badge_status(&s, &badge2).await, 200);
+    }
+);
+
+both_backends!(label_badges_follow_label_changes, |backend| async move {
+    let s = TestServer::start(backend, "").await;
+    s.create_check(json!({"slug": "a", "labels": {"team": "data"}}))
+        .await;
+    let data = label_badge_key(&s, "team=data").await;
+    assert_eq!(badge_status(&s, &data).await, 200);
+    assert_eq!(
+        badge_status(&s, "0123456789abcdef0123456789abcdef01234567").await,
+        404
+    );
+    // A label that appears after the keys were last looked up.
+    s.create_check(json!({"slug": "b", "labels": {"team": "web"}}))
+        .await;
+    let web = label_badge_key(&s, "team=web").await;
+    assert_eq!(badge_status(&s, &web).await, 200);
+    // Changed, then deleted: the old labels name nothing.
+    let r = s
+        .client
+        .patch(s.url("/api/v1/checks/a"))
+        .json(&json!({"labels": {"team": "ops"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(badge_status(&s, &data).await, 404);
+    let ops = label_badge_key(&s, "team=ops").await;
+    assert_eq!(badge_status(&s, &ops).await, 200);
+    let r = s
+        .client
+        .delete(s.url("/api/v1/checks/b"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(badge_status(&s, &web).await, 404);
+});
+
+/// Replicas share the secret, and a label made on one is a badge on the
+/// other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_the_page_key() {
+    if !common::postgres_available("replicas_share_the_page_key") {
+        return;
+    }
+    let a = TestServer::start(Backend::Postgres, "").await;
+    let b = TestServer::start_on(a.db.alias(), "").await;
+    a.create_check(json!({"slug": "a", "labels": {"team": "data"}}))
+        .await;
+    let key = label_badge_key(&a, "team=data").await;
+    let (csrf_a, _) = page_secrets(&a, "a").await;
+    // The other replica hears of the check through the database.
+    let start = std::time::Instant::now();
+    while badge_status(&b, &key).await != 200 {
+        assert!(
+            start.elapsed() < common::HANG_GUARD,
+            "hang guard: no badge on b"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(page_secrets(&b, "a").await, (csrf_a, key));
+    b.stop().await;
+    a.stop().await;
+}

@@ -19,6 +19,9 @@
 //!
 //! Requests with neither `Origin` nor `Sec-Fetch-Site` (curl, client
 //! libraries) pass the first rule; the `/ping` routes take none of these.
+//!
+//! CSRF tokens and label badge keys derive from [`PageKey`], a random secret
+//! made once per installation and shared through the database.
 
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -27,10 +30,57 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use hmac::{Hmac, Mac};
 use reqwest::Url;
 use serde_json::json;
+use sha2::Sha256;
 
 use super::AppState;
+
+/// The name of [`PageKey`]'s secret in the database.
+pub const SECRET_NAME: &str = "page_key";
+
+/// The key CSRF tokens and label badge keys are derived with: a random
+/// secret stored once per installation (the same on every replica and
+/// across restarts), never anything from the configuration, which others
+/// may know (the default `database_url` is the same everywhere).
+#[derive(Clone)]
+pub struct PageKey(Hmac<Sha256>);
+
+impl std::fmt::Debug for PageKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PageKey(…)")
+    }
+}
+
+impl PageKey {
+    /// A key from a secret's text.
+    pub fn new(secret: &str) -> PageKey {
+        // Keyed once: each tag starts from a copy of the keyed state.
+        PageKey(
+            <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes())
+                .expect("HMAC takes a key of any length"),
+        )
+    }
+
+    /// A fresh random secret to offer the database (64 hex digits).
+    pub fn random_secret() -> String {
+        let bytes: [u8; 32] = rand::random();
+        hex::encode(bytes)
+    }
+
+    /// 40 hex digits that name `parts` for `purpose`: the same for the same
+    /// input under one key, unguessable without it. Each part is prefixed
+    /// with its length, so no two lists of parts read the same.
+    pub fn tag(&self, purpose: &str, parts: &[&str]) -> String {
+        let mut m = self.0.clone();
+        for part in std::iter::once(purpose).chain(parts.iter().copied()) {
+            m.update(&(part.len() as u64).to_be_bytes());
+            m.update(part.as_bytes());
+        }
+        hex::encode(&m.finalize().into_bytes()[..20])
+    }
+}
 
 /// Which surface a request is on: the answer to a refusal takes its shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -388,5 +438,17 @@ mod tests {
         let e = r(&[("host", "rebind.evil.example:8080")]).unwrap_err();
         assert!(e.contains("DNS rebinding"), "{e}");
         assert!(e.contains("\"rebind.evil.example\""), "{e}");
+    }
+
+    #[test]
+    fn tags_depend_on_the_key_purpose_and_parts() {
+        let a = PageKey::new("a");
+        let t = a.tag("csrf", &["x", "y"]);
+        assert_eq!(t.len(), 40);
+        assert_eq!(t, a.tag("csrf", &["x", "y"]));
+        assert_ne!(t, PageKey::new("b").tag("csrf", &["x", "y"]));
+        assert_ne!(t, a.tag("badge", &["x", "y"]));
+        assert_ne!(t, a.tag("csrf", &["xy"]));
+        assert_ne!(a.tag("csrf", &["x", "y"]), a.tag("csrf", &["x\0", "y"]));
     }
 }

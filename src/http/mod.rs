@@ -75,6 +75,10 @@ pub struct Shared {
     pub limits: Arc<rate_limit::PingLimits>,
     /// Signs and checks acknowledge links.
     pub links: crate::notify::ack::LinkKey,
+    /// Derives CSRF tokens and label badge keys.
+    pub page_key: browser::PageKey,
+    /// Which label a label badge key names.
+    pub label_badges: badge::LabelBadges,
 }
 
 /// The whole HTTP surface.

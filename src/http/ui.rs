@@ -19,7 +19,6 @@ use axum::{Extension, Router};
 use chrono::{DateTime, Utc};
 use minijinja::{context, Environment};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::api::{find, CheckView};
@@ -155,14 +154,10 @@ impl FromRequestParts<AppState> for Viewer {
 }
 
 /// A keyed hash of the credential: the same on every replica and across
-/// restarts (keyed by the database URL, a secret every replica shares).
+/// restarts (keyed by the installation's random page key, which no one
+/// outside can compute, unlike anything in the configuration).
 fn csrf_token(state: &AppState, principal: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(b"overdue csrf\0");
-    h.update(state.config.database_url.expose().as_bytes());
-    h.update(b"\0");
-    h.update(principal.as_bytes());
-    hex::encode(&h.finalize()[..20])
+    state.page_key.tag("overdue csrf", &[principal])
 }
 
 fn csrf_ok(expected: &str, given: &str) -> bool {
