@@ -1,9 +1,9 @@
 //! Browsers must not drive the API or the dashboard (SPEC §5, "Browsers";
 //! issue #41 §2), against the real server: cross-site writes are refused,
 //! API writes must be JSON, with no key configured only loopback host names
-//! are answered (DNS rebinding), and CSRF tokens and label badge keys come
-//! from a random secret of the installation. The `/ping` routes stay open
-//! to every client.
+//! are answered (DNS rebinding), CSRF tokens and label badge keys come from
+//! a random secret of the installation, and the API refuses a silence of
+//! every check. The `/ping` routes stay open to every client.
 //!
 //! Requests here say what a browser would (`Origin`, `Sec-Fetch-Site`, the
 //! `Host` of a rebound name); the server cannot tell them from a browser's.
@@ -12,7 +12,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{csrf_of, label_badge_key, Backend, TestServer};
+use common::{csrf_of, label_badge_key, Backend, TestDb, TestServer};
 use reqwest::redirect::Policy;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -681,3 +681,99 @@ async fn replicas_share_the_page_key() {
     b.stop().await;
     a.stop().await;
 }
+
+async fn silence(s: &TestServer, method: Method, path: &str, matchers: &[&str]) -> (u16, Value) {
+    let r = s
+        .client
+        .request(method, s.url(path))
+        .json(&json!({"matchers": matchers, "duration": "1h", "comment": "maintenance"}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap())
+}
+
+both_backends!(a_silence_of_every_check_is_refused, |backend| async move {
+    let s = TestServer::start(backend, "").await;
+    s.create_check(json!({"slug": "a", "labels": {"team": "data"}}))
+        .await;
+    s.create_check(json!({"slug": "b", "labels": {"team": "web"}, "alert_on_overlap": true}))
+        .await;
+    for every in [
+        &["alertname=~\"Overdue.*\""][..],
+        &["check=~\".+\""],
+        &["team=~\"data|web\""],
+        &["name=~\"a|b\"", "alertname!=\"nothing\""],
+    ] {
+        let (status, body) = silence(&s, Method::POST, "/api/v1/silences", every).await;
+        assert_eq!(status, 400, "{every:?}: {body}");
+        assert_eq!(body["error"]["fields"][0]["field"], "matchers", "{body}");
+        let why = body["error"]["fields"][0]["message"].as_str().unwrap();
+        assert!(why.contains("all 2 checks"), "{why}");
+        assert!(why.contains("narrow"), "{why}");
+    }
+    // As before: matchers that match an empty label set.
+    let (status, _) = silence(&s, Method::POST, "/api/v1/silences", &["team=~\".*\""]).await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        s.get_json("/api/v1/silences").await["silences"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+
+    // Narrower ones pass; replacing one with a wider one does not.
+    let (status, body) = silence(&s, Method::POST, "/api/v1/silences", &["team=\"data\""]).await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().unwrap().to_string();
+    let (status, _) = silence(
+        &s,
+        Method::POST,
+        "/api/v1/silences",
+        &["alertname=\"OverdueOverlap\""],
+    )
+    .await;
+    assert_eq!(status, 201, "only b alerts on overlaps");
+    let (status, body) = silence(
+        &s,
+        Method::PUT,
+        &format!("/api/v1/silences/{id}"),
+        &["check=~\"a|b\""],
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+
+    // The only check there is may be silenced, as a snooze does.
+    let r = s
+        .client
+        .delete(s.url("/api/v1/checks/b"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let (status, body) = silence(&s, Method::POST, "/api/v1/silences", &["check=\"a\""]).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = silence(&s, Method::POST, "/api/v1/silences", &["check=~\".+\""]).await;
+    assert_eq!(status, 201, "{body}");
+});
+
+both_backends!(config_file_silences_keep_their_rule, |backend| async move {
+    let db = TestDb::new(backend).await;
+    let s = TestServer::start_from_file(
+        db,
+        "[[silences]]\nmatchers = ['alertname=~\"Overdue.*\"']\nduration = \"1h\"\n\
+             [[checks]]\nslug = \"a\"\ninterval = \"1m\"\n\
+             [[checks]]\nslug = \"b\"\ninterval = \"1m\"\n",
+    )
+    .await;
+    let r = s.client.post(s.url("/api/v1/reload")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let silences = s.get_json("/api/v1/silences").await;
+    assert_eq!(
+        silences["silences"].as_array().unwrap().len(),
+        1,
+        "{silences}"
+    );
+});
