@@ -11,6 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::clock::now_ms;
 use crate::config::Config;
+use crate::http::browser::PageKey;
 use crate::http::{router, AppState, Shared};
 use crate::metrics::Metrics;
 use crate::notify::ack::{LinkKey, SECRET_NAME};
@@ -179,6 +180,14 @@ pub async fn run_with_metrics_listener(
         });
     }
     let link_key = link_key(&config, &store).await?;
+    let page_key = store
+        .shared_secret(
+            crate::http::browser::SECRET_NAME,
+            &PageKey::random_secret(),
+            now_ms(),
+        )
+        .await
+        .context("cannot read or store the key of CSRF tokens and label badges")?;
     let (mut evaluator, evaluator_handle) = Evaluator::new(store.clone(), observed.clone());
     let (notify_tx, notify_rx) = tokio::sync::watch::channel(Arc::new(config.notify.clone()));
     let dispatch = start_notifications(
@@ -224,8 +233,14 @@ pub async fn run_with_metrics_listener(
     )
     .await
     .context("cannot load checks")?;
+    let checks = Arc::new(crate::checks::Checks::new(
+        store.clone(),
+        ingest.clone(),
+        evaluator_handle.clone(),
+    ));
     {
         let evaluator = evaluator_handle.clone();
+        let checks = checks.clone();
         let dispatch = dispatch.clone();
         let store = store.clone();
         let stop = workers_stop.clone();
@@ -235,19 +250,26 @@ pub async fn run_with_metrics_listener(
             store
                 .watch_changes(
                     Box::new(move |change| match change {
-                        Change::Check(id) => evaluator.notify(Notice::Changed(id)),
+                        Change::Check(id) => {
+                            checks.changed();
+                            evaluator.notify(Notice::Changed(id));
+                        }
                         Change::State(ids) => evaluator.notify(Notice::State(ids)),
                         Change::Silences => {
                             if let Some(d) = &dispatch {
                                 d.notify(DispatchNotice::Silences);
                             }
                         }
-                        Change::Route { uuid, slug } => routes.forget(uuid, slug.as_deref()),
+                        Change::Route { uuid, slug } => {
+                            checks.changed();
+                            routes.forget(uuid, slug.as_deref());
+                        }
                         Change::Sync(token) => changes.arrived(&token),
                         // Changes may have been missed: the routes are read
                         // again (a check deleted or renamed meanwhile must not
                         // be routed by its old uuid or slug).
                         Change::Unknown => {
+                            checks.changed();
                             evaluator.notify(Notice::Resync);
                             let routes = routes.clone();
                             tokio::spawn(async move {
@@ -264,11 +286,6 @@ pub async fn run_with_metrics_listener(
     }
 
     let dispatch = dispatch.unwrap_or_else(DispatchHandle::disconnected);
-    let checks = Arc::new(crate::checks::Checks::new(
-        store.clone(),
-        ingest.clone(),
-        evaluator_handle.clone(),
-    ));
     let live = Live::new(
         config.clone(),
         config.file.clone(),
@@ -301,6 +318,8 @@ pub async fn run_with_metrics_listener(
         live,
         limits: Arc::new(crate::http::rate_limit::PingLimits::new(&config.rate_limit)),
         links: link_key,
+        page_key: PageKey::new(&page_key),
+        label_badges: Default::default(),
     });
     let metrics_stop = shutdown.child_token();
     let metrics_server = metrics_listener.map(|l| {

@@ -19,6 +19,7 @@
 //! the stored ones, a reload against the whole file, SPEC §6.2), holding
 //! [`Checks::graph_lock`] across that decision and the write.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::domain::check::Check;
@@ -34,6 +35,8 @@ pub struct Checks {
     ingest: Arc<Ingest>,
     evaluator: EvaluatorHandle,
     graph: tokio::sync::Mutex<()>,
+    /// Counts the changes to definitions (see [`Checks::generation`]).
+    generation: AtomicU64,
 }
 
 impl Checks {
@@ -44,7 +47,22 @@ impl Checks {
             ingest,
             evaluator,
             graph: tokio::sync::Mutex::new(()),
+            generation: AtomicU64::new(0),
         }
+    }
+
+    /// A number that moves on after every create, update or delete (here,
+    /// or on another replica as [`Checks::changed`] reports it):
+    /// what was derived from the checks read after it was taken holds as
+    /// long as it stays the same (label badge keys).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// A check was created, changed or deleted (here, or on another
+    /// replica), or changes may have been missed: moves the generation on.
+    pub fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Held from reading the dependency graph until the write it allowed is
@@ -64,6 +82,7 @@ impl Checks {
         now: UnixMs,
     ) -> Result<Check, StoreError> {
         let check = self.store.create_check(spec, source, now).await?;
+        self.changed();
         self.ingest.remember(check_ref(&check));
         self.evaluator.notify(Notice::Changed(check.id));
         Ok(check)
@@ -79,6 +98,7 @@ impl Checks {
         now: UnixMs,
     ) -> Result<Check, StoreError> {
         let check = self.store.update_check(old.id, spec, now).await?;
+        self.changed();
         // The old slug stops routing before the new one starts.
         self.ingest.forget(old.uuid, old.spec.slug.as_deref());
         self.ingest.remember(CheckRef {
@@ -98,6 +118,7 @@ impl Checks {
         // check would be acknowledged, then dropped).
         self.ingest.forget(check.uuid, check.spec.slug.as_deref());
         let deleted = self.store.delete_check(check.id).await;
+        self.changed();
         self.ingest.forget(check.uuid, check.spec.slug.as_deref());
         self.evaluator.notify(Notice::Changed(check.id));
         deleted

@@ -547,6 +547,8 @@ async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) 
         metrics,
         live,
         links: crate::notify::ack::LinkKey::new("the fuzz server's link secret"),
+        page_key: crate::http::browser::PageKey::new("the fuzz server's page secret"),
+        label_badges: Default::default(),
     }))
 }
 

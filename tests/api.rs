@@ -183,7 +183,16 @@ both_backends!(validation_errors_name_the_field, |backend| async move {
             .contains("intervall"),
         "{e}"
     );
-    let (status, e) = error_of(s.client.post(&url).body("{not json").send().await.unwrap()).await;
+    let (status, e) = error_of(
+        s.client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body("{not json")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(status, 400);
     assert_eq!(e["error"]["code"], "bad_request");
 

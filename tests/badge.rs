@@ -5,9 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::TestServer;
+use common::{label_badge_key, TestServer};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 /// The badge key of a check, as the v3 API advertises it in `badge_url`.
 async fn badge_key(s: &TestServer, uuid: &str) -> String {
@@ -15,16 +14,6 @@ async fn badge_key(s: &TestServer, uuid: &str) -> String {
     let url = v3["badge_url"].as_str().unwrap().to_string();
     let file = url.rsplit('/').next().unwrap();
     file.trim_end_matches(".svg").to_string()
-}
-
-/// The label badge key, computed as documented: keyed by the database URL.
-fn label_key(s: &TestServer, label: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(b"overdue label badge\0");
-    h.update(s.db.url.as_bytes());
-    h.update(b"\0");
-    h.update(label.as_bytes());
-    hex::encode(&h.finalize()[..20])
 }
 
 async fn badge_json(s: &TestServer, key: &str) -> Value {
@@ -135,7 +124,7 @@ both_backends!(label_badges_show_the_worst_check, |backend| async move {
         .await;
     s.create_check(json!({"slug": "c", "interval": "1h", "labels": {"team": "web"}}))
         .await;
-    let key = label_key(&s, "team=data");
+    let key = label_badge_key(&s, "team=data").await;
     s.ping(&format!("/ping/{}", a["uuid"].as_str().unwrap()))
         .await;
     assert_eq!(
@@ -157,7 +146,7 @@ both_backends!(label_badges_show_the_worst_check, |backend| async move {
     let j: Value = r.json().await.unwrap();
     assert_eq!(j["label"], "team=data");
     // The web team's badge is unaffected.
-    let web = label_key(&s, "team=web");
+    let web = label_badge_key(&s, "team=web").await;
     assert_eq!(badge_json(&s, &web).await["status"], "up");
 });
 

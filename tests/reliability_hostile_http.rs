@@ -352,7 +352,10 @@ async fn shutdown_refuses_new_connections_finishes_requests_in_flight_and_is_bou
     // longer than the 10 s the harness waits for the server to stop).
     let mut stuck = TcpStream::connect(addr(&base)).await.unwrap();
     stuck
-        .write_all(b"POST /api/v1/checks HTTP/1.1\r\nHost: l\r\nContent-Length: 99\r\n\r\n{")
+        .write_all(
+            b"POST /api/v1/checks HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+              Content-Length: 99\r\n\r\n{",
+        )
         .await
         .unwrap();
     // A full request round trip on a third connection: by then the server's

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::TestServer;
+use common::{csrf_of, TestServer};
 use reqwest::redirect::Policy;
 use serde_json::{json, Value};
 
@@ -42,15 +42,6 @@ async fn create(s: &TestServer, body: Value) -> Value {
         .unwrap();
     assert_eq!(r.status(), 201);
     r.json().await.unwrap()
-}
-
-/// The CSRF token in a page's first form.
-fn csrf_of(html: &str) -> String {
-    let at = html
-        .find("name=\"csrf\" value=\"")
-        .unwrap_or_else(|| panic!("no csrf field in {html}"));
-    let rest = &html[at + "name=\"csrf\" value=\"".len()..];
-    rest[..rest.find('"').unwrap()].to_string()
 }
 
 /// Signs in with `key` through the login form; returns the Set-Cookie header.

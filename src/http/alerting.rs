@@ -19,7 +19,7 @@ use crate::clock;
 use crate::domain::check::FieldError;
 use crate::notify::dispatch::DispatchNotice;
 use crate::notify::route::GroupBy;
-use crate::notify::silence::{Silence, SilenceInput, SilenceSource};
+use crate::notify::silence::{silences_every_check, Silence, SilenceInput, SilenceSource};
 use crate::store::notify::{AttemptRecord, NotificationFilter, NotificationRecord};
 
 /// The alerting routes, relative to `/api/v1`.
@@ -304,6 +304,12 @@ async fn store_silence(
     }
     let now = clock::now_ms();
     let silence = Silence::from_input(input, id, SilenceSource::Api, now).map_err(invalid)?;
+    // Judged against the checks as they are: a regex such as
+    // alertname=~"Overdue.*" matches no empty label set, yet every check.
+    let checks = state.store.list_checks().await?;
+    if let Some(why) = silences_every_check(&silence.matchers, &checks) {
+        return Err(invalid(vec![why]));
+    }
     let rec = crate::notify::silence_record(&silence, created_at.unwrap_or(now), now);
     state.store.put_silence(&rec).await?;
     state.dispatch.notify(DispatchNotice::Silences);

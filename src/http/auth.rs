@@ -1,6 +1,7 @@
 //! API keys (SPEC §5): `Authorization: Bearer` or `X-Api-Key`, kept as SHA-256
 //! hashes and compared in constant time. With no key configured at all, the
-//! API answers loopback clients only.
+//! API answers loopback clients only, and only for loopback names or
+//! `base_url`'s host (DNS rebinding, see `super::browser`).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -55,6 +56,9 @@ pub enum Denied {
     Wrong,
     /// No key exists at all and the client is not on loopback.
     LoopbackOnly,
+    /// No key exists at all and the request names a host that is neither
+    /// loopback nor `base_url`'s: why.
+    Rebinding(String),
     /// The key has read scope and the request writes.
     ReadOnly,
     /// The stored keys could not be read.
@@ -70,6 +74,7 @@ fn refused(d: Denied) -> AppError {
             "no API keys are configured, so the API only answers requests from loopback"
                 .to_string(),
         ),
+        Denied::Rebinding(why) => AppError::Forbidden(why),
         Denied::ReadOnly => AppError::Forbidden(
             "this API key has read scope; this request needs a write key".to_string(),
         ),
@@ -87,7 +92,8 @@ async fn require(parts: &Parts, state: &AppState, needed: Scope) -> Result<Scope
 
 /// The scope of the caller: the scope of its key (from the config file or
 /// created through the API), or write for a loopback client while no key
-/// exists at all.
+/// exists at all (when the request names a loopback host or `base_url`'s:
+/// a browser's page could otherwise reach it by DNS rebinding).
 pub async fn scope_of(parts: &Parts, state: &AppState) -> Result<Scope, Denied> {
     let config = state.live.config();
     let presented = presented_key(&parts.headers);
@@ -110,7 +116,11 @@ pub async fn scope_of(parts: &Parts, state: &AppState) -> Result<Scope, Denied> 
             .map(|c| c.0);
         let client = peer.map(|p| client_ip(p, &parts.headers, &state.config.trusted_proxies));
         return match client {
-            Some(ip) if ip.is_loopback() => Ok(Scope::Write),
+            Some(ip) if ip.is_loopback() => {
+                super::browser::rebinding(&parts.headers, &state.config.base_url)
+                    .map_err(Denied::Rebinding)?;
+                Ok(Scope::Write)
+            }
             _ => Err(Denied::LoopbackOnly),
         };
     }

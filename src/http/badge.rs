@@ -3,13 +3,15 @@
 //! carrying one label (its label badge key). Badges need no API key: the key in
 //! the URL is the secret, as in healthchecks.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use super::api::CheckView;
 use super::v3::unique_key;
@@ -71,17 +73,69 @@ pub fn router() -> Router<AppState> {
 }
 
 /// The badge key of a label: a keyed hash, so that label badge URLs cannot be
-/// guessed from label names. The key is the database URL (a secret the server
-/// always has and that stays the same across restarts and replicas).
+/// guessed from label names. The key is the installation's page key (random,
+/// the same across restarts and replicas).
 pub fn label_badge_key(state: &AppState, name: &str, value: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(b"overdue label badge\0");
-    h.update(state.config.database_url.expose().as_bytes());
-    h.update(b"\0");
-    h.update(name.as_bytes());
-    h.update(b"=");
-    h.update(value.as_bytes());
-    hex::encode(&h.finalize()[..20])
+    state.page_key.tag("overdue label badge", &[name, value])
+}
+
+/// Which label each label badge key names, so that a key is looked up
+/// instead of hashing every label of every check on each request (which an
+/// unknown key cost in full). Built from the checks when first needed and
+/// again whenever the checks may have changed since
+/// ([`crate::checks::Checks::generation`]). The checks are still read on
+/// each request: for the badge's members and the per-check keys.
+#[derive(Default)]
+pub struct LabelBadges {
+    index: Mutex<Option<LabelIndex>>,
+}
+
+/// A label: its name and value.
+type Label = (String, String);
+
+/// The labels by badge key, and the generation they were read at.
+struct LabelIndex {
+    built: u64,
+    labels: HashMap<String, Label>,
+}
+
+impl LabelBadges {
+    /// The label `key` names, from the index built at `generation`, or
+    /// from `checks` (read after `generation` was) when the index is older.
+    fn find(
+        &self,
+        state: &AppState,
+        generation: u64,
+        checks: &[Check],
+        key: &str,
+    ) -> Option<Label> {
+        {
+            let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(i) = index.as_ref().filter(|i| i.built == generation) {
+                return i.labels.get(key).cloned();
+            }
+        }
+        // Each distinct label hashed once, however many checks carry it.
+        let pairs: HashSet<(&str, &str)> = checks
+            .iter()
+            .flat_map(|c| c.spec.labels.iter())
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        let labels: HashMap<String, Label> = pairs
+            .into_iter()
+            .map(|(n, v)| (label_badge_key(state, n, v), (n.to_string(), v.to_string())))
+            .collect();
+        let found = labels.get(key).cloned();
+        let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        // A request that read the checks later may have stored a newer one.
+        if index.as_ref().is_none_or(|i| i.built <= generation) {
+            *index = Some(LabelIndex {
+                built: generation,
+                labels,
+            });
+        }
+        found
+    }
 }
 
 async fn badge(State(state): State<AppState>, Path(file): Path<String>) -> Response {
@@ -91,11 +145,14 @@ async fn badge(State(state): State<AppState>, Path(file): Path<String>) -> Respo
     if !matches!(format, "svg" | "json" | "shields") {
         return not_found();
     }
+    // Read before the checks, so that an index built from them is never
+    // taken for newer than they are.
+    let generation = state.checks.generation();
     let checks = match state.store.list_checks().await {
         Ok(c) => c,
         Err(e) => return super::error::AppError::from(e).into_response(),
     };
-    let Some((title, members)) = select(&state, checks, key) else {
+    let Some((title, members)) = select(&state, generation, checks, key) else {
         return not_found();
     };
     let spans = state.observed.observation();
@@ -139,8 +196,14 @@ async fn badge(State(state): State<AppState>, Path(file): Path<String>) -> Respo
         .into_response()
 }
 
-/// The checks a badge key names, with the badge's title.
-fn select(state: &AppState, checks: Vec<Check>, key: &str) -> Option<(String, Vec<Check>)> {
+/// The checks a badge key names, with the badge's title; `checks` were
+/// read at `generation`.
+fn select(
+    state: &AppState,
+    generation: u64,
+    checks: Vec<Check>,
+    key: &str,
+) -> Option<(String, Vec<Check>)> {
     if key.len() != 40 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
@@ -149,15 +212,7 @@ fn select(state: &AppState, checks: Vec<Check>, key: &str) -> Option<(String, Ve
         let title = crate::domain::explain::check_label(&c.spec);
         return Some((title, vec![c.clone()]));
     }
-    let mut label = None;
-    for c in &checks {
-        for (n, v) in &c.spec.labels {
-            if label_badge_key(state, n, v) == key {
-                label = Some((n.clone(), v.clone()));
-            }
-        }
-    }
-    let (n, v) = label?;
+    let (n, v) = state.label_badges.find(state, generation, &checks, &key)?;
     let members = checks
         .into_iter()
         .filter(|c| c.spec.labels.get(&n) == Some(&v))

@@ -22,6 +22,7 @@ pub mod alerting; // silences, notifications, receivers and routes under /api/v1
 pub mod api; // the native management API /api/v1: checks and their history
 pub mod auth; // API keys, scopes and the loopback-only rule without keys
 pub mod badge; // status badges (svg, json, shields)
+pub mod browser; // what browsers may do: no cross-site writes, JSON bodies, no DNS rebinding
 pub mod error; // AppError: one error path to JSON answers
 pub mod guard; // the job guard: due, lock and unlock beside the ping URLs
 pub mod history; // what was recorded of a check: pings, runs, flips, incidents, events
@@ -74,19 +75,28 @@ pub struct Shared {
     pub limits: Arc<rate_limit::PingLimits>,
     /// Signs and checks acknowledge links.
     pub links: crate::notify::ack::LinkKey,
+    /// Derives CSRF tokens and label badge keys.
+    pub page_key: browser::PageKey,
+    /// Which label a label badge key names.
+    pub label_badges: badge::LabelBadges,
 }
 
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
+    use axum::middleware::from_fn_with_state as guard;
+    // The ping routes stay open to every client, browsers included.
     let mut app = Router::new()
         .route("/ping/{*path}", any(ping::ping))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .nest("/api/v1", v1())
-        .nest("/api/v3", v3::router())
+        .nest("/api/v1", v1().layer(guard(state.clone(), browser::api_v1)))
+        .nest(
+            "/api/v3",
+            v3::router().layer(guard(state.clone(), browser::api_v3)),
+        )
         .merge(badge::router())
         .merge(ack::link_router())
-        .merge(ui::router());
+        .merge(ui::router().layer(guard(state.clone(), browser::dashboard)));
     // With a listener of its own, /metrics is served only there.
     if state.config.metrics.listen.is_none() {
         app = app.merge(metrics::router());

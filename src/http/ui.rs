@@ -19,7 +19,6 @@ use axum::{Extension, Router};
 use chrono::{DateTime, Utc};
 use minijinja::{context, Environment};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::api::{find, CheckView};
@@ -78,9 +77,11 @@ pub struct Viewer {
     cookie: bool,
 }
 
-/// Why a page cannot be shown: sign in first, or the database failed.
+/// Why a page cannot be shown: sign in first, not from here, or the
+/// database failed.
 pub enum Refused {
     Login { basic: bool },
+    Forbidden(String),
     Error(AppError),
 }
 
@@ -99,6 +100,7 @@ impl IntoResponse for Refused {
             )
                 .into_response(),
             Refused::Login { basic: false } => Redirect::to("/login").into_response(),
+            Refused::Forbidden(why) => forbidden(&why),
             Refused::Error(e) => e.into_response(),
         }
     }
@@ -142,20 +144,20 @@ impl FromRequestParts<AppState> for Viewer {
                 })
             }
             Err(Denied::Unavailable(e)) => Err(Refused::Error(e.into())),
+            // Basic-auth users may still sign in; without them, signing in
+            // would not help: the request came by a host name that a
+            // rebound page could use.
+            Err(Denied::Rebinding(why)) if !basic => Err(Refused::Forbidden(why)),
             Err(_) => Err(Refused::Login { basic }),
         }
     }
 }
 
 /// A keyed hash of the credential: the same on every replica and across
-/// restarts (keyed by the database URL, a secret every replica shares).
+/// restarts (keyed by the installation's random page key, which no one
+/// outside can compute, unlike anything in the configuration).
 fn csrf_token(state: &AppState, principal: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(b"overdue csrf\0");
-    h.update(state.config.database_url.expose().as_bytes());
-    h.update(b"\0");
-    h.update(principal.as_bytes());
-    hex::encode(&h.finalize()[..20])
+    state.page_key.tag("overdue csrf", &[principal])
 }
 
 fn csrf_ok(expected: &str, given: &str) -> bool {

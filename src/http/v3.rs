@@ -159,6 +159,7 @@ fn denied(d: Denied) -> V3Error {
             StatusCode::FORBIDDEN,
             "no API keys are configured, so the API only answers requests from loopback",
         ),
+        Denied::Rebinding(why) => V3Error::new(StatusCode::FORBIDDEN, why),
         Denied::Unavailable(e) => e.into(),
     }
 }

@@ -7,7 +7,9 @@ use serde::Deserialize;
 
 use super::matcher::{matches_all, Matcher};
 use super::message::LabelSet;
+use crate::domain::check::Check;
 use crate::domain::ping::UnixMs;
+use crate::store::notify::AlertSource;
 
 /// Where a silence was declared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,6 +179,68 @@ impl Silence {
     }
 }
 
+/// The labels the alerts of `check` carry, as the dispatcher makes them
+/// (`super::dispatch::alert_labels`): an incident's (`OverdueCheck`), and an
+/// overlap alert's (`OverdueOverlap`) when the check raises them. Without
+/// an incident's `status` and `reason`, which differ from one to the next.
+pub fn alert_label_sets(check: &Check) -> Vec<LabelSet> {
+    let alert = |incident_id: i64| AlertSource {
+        check_id: check.id,
+        uuid: check.uuid.to_string(),
+        slug: check.spec.slug.clone(),
+        name: check.spec.name.clone(),
+        labels: serde_json::to_string(&check.spec.labels).unwrap_or_default(),
+        paused: check.paused,
+        status: None,
+        reason: None,
+        quiet: None,
+        incident_id,
+        opened_at: 0,
+        incident_status: String::new(),
+        incident_reason: None,
+        resolved_at: None,
+        last_ping_at: None,
+        last_success_at: None,
+        last_items: None,
+        depends_on: "[]".to_string(),
+        acked_at: None,
+        acked_by: None,
+        ack_comment: None,
+        inhibited_by: None,
+    };
+    let mut sets = vec![super::dispatch::alert_labels(&alert(1))];
+    if check.spec.alert_on_overlap {
+        sets.push(super::dispatch::alert_labels(&alert(-1)));
+    }
+    sets
+}
+
+/// Why a silence made through the API is refused although its matchers
+/// are valid: it would silence every one of the checks that exist (an alert
+/// of each, judged on the labels of [`alert_label_sets`]), and there are
+/// more than one. (A silence of the only check there is, a snooze of it,
+/// stays allowed; so do the config file's silences, which are judged
+/// before the checks are known.)
+pub fn silences_every_check(matchers: &[Matcher], checks: &[Check]) -> Option<String> {
+    if checks.len() < 2 {
+        return None;
+    }
+    let silenced = checks
+        .iter()
+        .filter(|c| {
+            alert_label_sets(c)
+                .iter()
+                .any(|labels| matches_all(matchers, labels))
+        })
+        .count();
+    (silenced == checks.len()).then(|| {
+        format!(
+            "matchers: would silence all {silenced} checks that exist; narrow them to the \
+             checks meant (such as check=\"<slug>\" or a label they share, like team=\"…\")"
+        )
+    })
+}
+
 fn parse_instant(s: &str) -> Result<UnixMs, String> {
     DateTime::parse_from_rfc3339(s.trim())
         .map(|t| t.with_timezone(&Utc).timestamp_millis())
@@ -277,6 +341,84 @@ mod tests {
         )
         .unwrap_err();
         assert!(e[0].starts_with("matchers:"), "{e:?}");
+    }
+
+    fn check(id: i64, slug: &str, pairs: &[(&str, &str)], overlap: bool) -> Check {
+        let mut spec = crate::domain::check::CheckSpec::with_slug(slug);
+        spec.labels = labels(pairs);
+        spec.alert_on_overlap = overlap;
+        Check {
+            id,
+            uuid: uuid::Uuid::new_v4(),
+            spec,
+            paused: false,
+            source: "api".into(),
+            created_at: 0,
+            summary: Default::default(),
+            inhibited_by: Vec::new(),
+        }
+    }
+
+    fn matchers(ms: &[&str]) -> Vec<Matcher> {
+        ms.iter().map(|m| Matcher::parse(m).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_silence_of_every_existing_check_is_named_with_their_number() {
+        let checks = [
+            check(1, "backup", &[("team", "data")], false),
+            check(2, "etl", &[("team", "data")], false),
+            check(3, "web", &[("team", "web")], true),
+        ];
+        for every in [
+            &["alertname=~\"Overdue.*\""][..],
+            &["check=~\".+\""],
+            &["team=~\"data|web\""],
+            &["name!=\"nothing\"", "alertname=\"OverdueCheck\""],
+        ] {
+            let e = silences_every_check(&matchers(every), &checks)
+                .unwrap_or_else(|| panic!("{every:?} silences every check"));
+            assert!(e.starts_with("matchers: would silence all 3 checks"), "{e}");
+        }
+        for some in [
+            &["team=\"data\""][..],
+            &["check=\"backup\""],
+            // Only web alerts on overlaps.
+            &["alertname=\"OverdueOverlap\""],
+            &["status=\"down\""],
+        ] {
+            assert_eq!(
+                silences_every_check(&matchers(some), &checks),
+                None,
+                "{some:?}"
+            );
+        }
+        // The only check there is may be silenced (a snooze does that).
+        assert_eq!(
+            silences_every_check(&matchers(&["check=~\".+\""]), &checks[..1]),
+            None
+        );
+        assert_eq!(
+            silences_every_check(&matchers(&["check=~\".+\""]), &[]),
+            None
+        );
+    }
+
+    #[test]
+    fn alert_labels_of_a_check_are_the_dispatchers() {
+        let c = check(1, "backup", &[("team", "data")], true);
+        let sets = alert_label_sets(&c);
+        assert_eq!(
+            sets[0],
+            labels(&[
+                ("alertname", "OverdueCheck"),
+                ("check", "backup"),
+                ("name", "backup"),
+                ("team", "data")
+            ])
+        );
+        assert_eq!(sets[1]["alertname"], "OverdueOverlap");
+        assert_eq!(sets.len(), 2);
     }
 
     #[test]

@@ -149,6 +149,18 @@ impl TestDb {
         }
     }
 
+    /// Another handle on the same PostgreSQL database, for a second
+    /// replica (a SQLite file takes one process): it leaves the database to
+    /// this one to drop.
+    pub fn alias(&self) -> TestDb {
+        TestDb {
+            url: self.url.clone(),
+            backend: self.backend,
+            dir: tempfile::tempdir().expect("temp dir"),
+            pg_name: None,
+        }
+    }
+
     /// Opens a direct connection to the test database (to inject faults or inspect).
     pub async fn sql(&self, statement: &str) {
         use sqlx::Connection;
@@ -394,6 +406,28 @@ impl TestServer {
         let TestServer { db, .. } = self;
         db
     }
+}
+
+/// The CSRF token in a dashboard page's first form.
+pub fn csrf_of(html: &str) -> String {
+    let at = html
+        .find("name=\"csrf\" value=\"")
+        .unwrap_or_else(|| panic!("no csrf field in {html}"));
+    let rest = &html[at + "name=\"csrf\" value=\"".len()..];
+    rest[..rest.find('"').unwrap()].to_string()
+}
+
+/// The badge key of `label` (`name=value`) as the dashboard's list of
+/// label badges shows it (read from loopback, with no key configured).
+pub async fn label_badge_key(s: &TestServer, label: &str) -> String {
+    let r = s.client.get(s.url("/")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "GET /");
+    let html = r.text().await.unwrap();
+    let start = format!("<span class=\"label\">{label}: <a href=\"/badge/");
+    let at = html
+        .find(&start)
+        .unwrap_or_else(|| panic!("no badge of {label} in {html}"));
+    html[at + start.len()..].chars().take(40).collect()
 }
 
 /// Where [`TestServer::start_from_file`] writes its config file.
