@@ -173,7 +173,8 @@ both_backends!(
 
         let before = now_ms();
         let a = snooze(&s, &format!("/ping/{uuid}/snooze?for=2h")).await;
-        let id = format!("snooze-{uuid}");
+        // Named by the check's unique key: silences are listed to read keys.
+        let id = format!("snooze-{}", c["unique_key"].as_str().unwrap());
         assert_eq!(a["silence"], id);
         assert_eq!(a["check"], "backup");
         assert_eq!(a["matchers"], json!(["check=\"backup\""]));
@@ -243,6 +244,7 @@ both_backends!(
         // A check without a slug is matched by its uuid; snoozing a paused
         // check does not resume it, as a ping would.
         let bare = s.create_check(json!({"interval": "1h"})).await;
+        let bare_key = bare["unique_key"].as_str().unwrap().to_string();
         let bare = bare["uuid"].as_str().unwrap().to_string();
         let r = s
             .client
@@ -254,12 +256,15 @@ both_backends!(
         let d = snooze(&s, &format!("/ping/{bare}/snooze?for=90s")).await;
         let check = s.get_json(&format!("/api/v1/checks/{bare}")).await;
         assert_eq!(check["status"], "paused");
-        assert_eq!(d["matchers"], json!([format!("check=\"{bare}\"")]));
+        // A check without a slug is matched by its unique key, never its uuid.
+        assert_eq!(d["matchers"], json!([format!("check=\"{bare_key}\"")]));
         let listed = snoozes(&s).await;
         assert_eq!(listed.len(), 2);
-        assert!(listed.iter().any(|l| l["id"] == format!("snooze-{bare}")
-            && l["matchers"] == json!([format!("check=\"{bare}\"")])
-            && l["comment"] == "snoozed from the job side for 1m 30s"));
+        assert!(listed
+            .iter()
+            .any(|l| l["id"] == format!("snooze-{bare_key}")
+                && l["matchers"] == json!([format!("check=\"{bare_key}\"")])
+                && l["comment"] == "snoozed from the job side for 1m 30s"));
         s.stop().await;
     }
 );
@@ -365,8 +370,9 @@ async fn the_cli_snoozes_and_says_until_when() {
     assert_eq!(
         out,
         format!(
-            "snoozed check=\"cron-job\" until {} (silence snooze-{uuid})\n",
-            listed[0]["ends_at"].as_str().unwrap()
+            "snoozed check=\"cron-job\" until {} (silence snooze-{})\n",
+            listed[0]["ends_at"].as_str().unwrap(),
+            c["unique_key"].as_str().unwrap()
         )
     );
 
@@ -447,7 +453,10 @@ except urllib.error.HTTPError as e:
     let (head, body) = seen.split_once(" application/json ").expect(&seen);
     assert_eq!(head, "200");
     let v: Value = serde_json::from_str(body).unwrap();
-    assert_eq!(v["silence"], format!("snooze-{uuid}"));
+    assert_eq!(
+        v["silence"],
+        format!("snooze-{}", c["unique_key"].as_str().unwrap())
+    );
     let listed = snoozes(&s).await;
     assert_eq!(listed[0]["ends_at"], v["ends_at"]);
     let seen = run(s.url(&format!("/ping/{uuid}/snooze?for=abc")))
