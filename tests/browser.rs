@@ -777,3 +777,47 @@ both_backends!(config_file_silences_keep_their_rule, |backend| async move {
         "{silences}"
     );
 });
+
+both_backends!(
+    healthchecks_curl_examples_still_create_checks,
+    |backend| async move {
+        let s = TestServer::start(
+            backend,
+            "[[api_keys]]\nname = \"rw\"\nscope = \"write\"\nkey = \"hc-style-key-0123\"\n",
+        )
+        .await;
+        // healthchecks' docs: `curl URL --header "X-Api-Key: …" --data '{…}'`,
+        // which curl sends as a form. A page cannot send X-Api-Key without a
+        // preflight, so v3 reads the body as healthchecks does.
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--noproxy", "*", "-w", "\n%{http_code}"])
+            .arg(s.url("/api/v3/checks/"))
+            .args(["--header", "X-Api-Key: hc-style-key-0123"])
+            .args([
+                "--data",
+                r#"{"name": "backups", "tags": "prod", "timeout": 3600}"#,
+            ])
+            .output()
+            .expect("curl runs");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (body, code) = text.rsplit_once('\n').unwrap();
+        assert_eq!(code, "201", "{body}");
+        assert_eq!(
+            serde_json::from_str::<Value>(body).unwrap()["name"],
+            "backups"
+        );
+        // The native API stays strict, key or not.
+        let (status, body) = send(
+            &s,
+            Method::POST,
+            "/api/v1/checks",
+            &[("x-api-key", "hc-style-key-0123")],
+            Some((
+                Some("application/x-www-form-urlencoded"),
+                r#"{"slug": "x"}"#,
+            )),
+        )
+        .await;
+        assert_eq!(status, 415, "{body}");
+    }
+);

@@ -10,7 +10,9 @@
 //!   with `403` on the API and the dashboard;
 //! - an API write with a body must say `Content-Type: application/json`
 //!   (`415` otherwise): the types a page may send without asking first
-//!   (text, forms) are never the API's;
+//!   (text, forms) are never the API's (a v3 request with `X-Api-Key`
+//!   excepted: no page can send that header without asking, see
+//!   [`keyed_v3`]);
 //! - with no API key at all, a `Host` that is not a loopback name or
 //!   `base_url`'s host is refused ([`rebinding`], applied where the
 //!   loopback rule grants access: `super::auth::scope_of`), since a page
@@ -116,7 +118,8 @@ async fn guard(state: &AppState, surface: Surface, request: Request, next: Next)
         if let Err(why) = same_origin(request.headers(), &state.config.base_url) {
             return refuse(surface, StatusCode::FORBIDDEN, "forbidden", &why);
         }
-        if surface != Surface::Dashboard && !body_is_json(&request) {
+        if surface != Surface::Dashboard && !body_is_json(&request) && !keyed_v3(surface, &request)
+        {
             let why = format!(
                 "a request body to the API must be JSON: send it with \
                  Content-Type: {JSON} (found {})",
@@ -232,6 +235,16 @@ fn is_own_origin(origin: &str, base_url: &str, host: Option<&str>) -> bool {
     };
     // The address the browser sent the request to, in the origin's scheme.
     Url::parse(&format!("{}://{host}", url.scheme())).is_ok_and(|reached| reached.origin() == given)
+}
+
+/// A v3 request that carries healthchecks' `X-Api-Key` header: a page
+/// cannot make a browser send that header to another site without asking
+/// first (a CORS preflight, which this server never grants), so it is no
+/// "simple" cross-origin request, whatever its body's type. healthchecks
+/// reads the body as JSON whatever it is labelled, and its own examples
+/// send it with `curl --data` (a form's type): those scripts keep working.
+fn keyed_v3(surface: Surface, request: &Request) -> bool {
+    surface == Surface::V3 && request.headers().contains_key("x-api-key")
 }
 
 /// Whether the request's body is empty or says it is JSON
