@@ -619,3 +619,58 @@ both_backends!(a_read_key_cannot_silence_a_check, |backend| async move {
         "no silence was made"
     );
 });
+
+both_backends!(
+    checks_made_before_unique_keys_get_them,
+    |backend| async move {
+        let hook = WebhookSink::start().await;
+        let server = TestServer::start(backend, &config(&hook, None)).await;
+        let (_, text) = send(
+            &server,
+            reqwest::Method::POST,
+            "/api/v1/checks",
+            WRITE,
+            Some(json!({"name": "old", "interval": "1h"})),
+        )
+        .await;
+        let key = serde_json::from_str::<Value>(&text).unwrap()["unique_key"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        // As a row written before migration 0020 (or by hand) looks.
+        server.db.sql("UPDATE checks SET unique_key = NULL").await;
+        // A look-up by key that misses fills the keys and finds it: the
+        // API, v3 and the badge alike.
+        let (status, text) = get(&server, &format!("/api/v1/checks/{key}"), READ).await;
+        assert_eq!(status, 200, "{text}");
+        assert_eq!(
+            server
+                .db
+                .count("SELECT COUNT(*) FROM checks WHERE unique_key IS NULL")
+                .await,
+            0
+        );
+        server.db.sql("UPDATE checks SET unique_key = NULL").await;
+        let (status, text) = get(&server, &format!("/badge/{key}.json"), "").await;
+        assert_eq!(status, 200, "{text}");
+        // At start-up the server fills them by itself.
+        server.db.sql("UPDATE checks SET unique_key = NULL").await;
+        let db = server.stop().await;
+        let server = TestServer::start_on(db, &config(&hook, None)).await;
+        let start = Instant::now();
+        while server
+            .db
+            .count("SELECT COUNT(*) FROM checks WHERE unique_key IS NULL")
+            .await
+            > 0
+        {
+            assert!(
+                start.elapsed() < WAIT,
+                "hang guard: the keys were never filled"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (_, metrics) = get(&server, "/metrics", "").await;
+        assert!(metrics.contains(&format!("check=\"{key}\"")), "{metrics}");
+    }
+);

@@ -14,10 +14,10 @@ use axum::Router;
 use serde_json::json;
 
 use super::api::CheckView;
-use super::v3::unique_key;
 use super::AppState;
 use crate::domain::check::Check;
 use crate::domain::status::Status;
+use crate::store::StoreError;
 
 /// How long a client or proxy may reuse a badge: short, so a badge on a wiki
 /// page follows the check within a minute.
@@ -100,21 +100,25 @@ struct LabelIndex {
 }
 
 impl LabelBadges {
-    /// The label `key` names, from the index built at `generation`, or
-    /// from `checks` (read after `generation` was) when the index is older.
-    fn find(
+    /// What the index built at `generation` says of `key` (`Some(None)`: no
+    /// label has it); `None` when the index is older and must be rebuilt.
+    fn cached(&self, generation: u64, key: &str) -> Option<Option<Label>> {
+        let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        index
+            .as_ref()
+            .filter(|i| i.built == generation)
+            .map(|i| i.labels.get(key).cloned())
+    }
+
+    /// The label `key` names, from `checks` (read after `generation` was),
+    /// keeping the index they make.
+    fn rebuild(
         &self,
         state: &AppState,
         generation: u64,
         checks: &[Check],
         key: &str,
     ) -> Option<Label> {
-        {
-            let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(i) = index.as_ref().filter(|i| i.built == generation) {
-                return i.labels.get(key).cloned();
-            }
-        }
         // Each distinct label hashed once, however many checks carry it.
         let pairs: HashSet<(&str, &str)> = checks
             .iter()
@@ -145,15 +149,10 @@ async fn badge(State(state): State<AppState>, Path(file): Path<String>) -> Respo
     if !matches!(format, "svg" | "json" | "shields") {
         return not_found();
     }
-    // Read before the checks, so that an index built from them is never
-    // taken for newer than they are.
-    let generation = state.checks.generation();
-    let checks = match state.store.list_checks().await {
-        Ok(c) => c,
+    let (title, members) = match select(&state, key).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return not_found(),
         Err(e) => return super::error::AppError::from(e).into_response(),
-    };
-    let Some((title, members)) = select(&state, generation, checks, key) else {
-        return not_found();
     };
     let spans = state.observed.observation();
     let mut cache = crate::domain::evaluate::RulesCache::default();
@@ -196,28 +195,44 @@ async fn badge(State(state): State<AppState>, Path(file): Path<String>) -> Respo
         .into_response()
 }
 
-/// The checks a badge key names, with the badge's title; `checks` were
-/// read at `generation`.
-fn select(
-    state: &AppState,
-    generation: u64,
-    checks: Vec<Check>,
-    key: &str,
-) -> Option<(String, Vec<Check>)> {
-    if key.len() != 40 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
+/// The checks a badge key names, with the badge's title. Both look-ups are
+/// indexed: a check's key in the database, a label's in memory (rebuilt
+/// after a check changed), so an unknown key reads no check at all.
+async fn select(state: &AppState, key: &str) -> Result<Option<(String, Vec<Check>)>, StoreError> {
+    if !crate::domain::name::looks_like_unique_key(key) {
+        return Ok(None);
     }
     let key = key.to_ascii_lowercase();
-    if let Some(c) = checks.iter().find(|c| unique_key(c.uuid) == key) {
-        let title = crate::domain::explain::check_label(&c.spec);
-        return Some((title, vec![c.clone()]));
+    // Read before the checks, so that an index built from them is never
+    // taken for newer than they are.
+    let generation = state.checks.generation();
+    if let Some(r) = state.store.check_ref_by_unique_key(&key).await? {
+        return match state.store.check_by_uuid(r.uuid).await {
+            Ok(c) => Ok(Some((
+                crate::domain::explain::check_label(&c.spec),
+                vec![c],
+            ))),
+            Err(StoreError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        };
     }
-    let (n, v) = state.label_badges.find(state, generation, &checks, &key)?;
+    let (checks, label) = match state.label_badges.cached(generation, &key) {
+        Some(None) => return Ok(None),
+        Some(Some(label)) => (state.store.list_checks().await?, label),
+        None => {
+            let checks = state.store.list_checks().await?;
+            match state.label_badges.rebuild(state, generation, &checks, &key) {
+                Some(label) => (checks, label),
+                None => return Ok(None),
+            }
+        }
+    };
+    let (n, v) = label;
     let members = checks
         .into_iter()
         .filter(|c| c.spec.labels.get(&n) == Some(&v))
         .collect();
-    Some((format!("{n}={v}"), members))
+    Ok(Some((format!("{n}={v}"), members)))
 }
 
 fn not_found() -> Response {
