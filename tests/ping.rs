@@ -240,7 +240,7 @@ both_backends!(items_and_the_check_summary, |backend| async move {
     assert_eq!(c["running"], false);
 
     assert_eq!(
-        s.ping(&format!("/ping/{uuid}?items=18446744073709551615"))
+        s.ping(&format!("/ping/{uuid}?items=9223372036854775807"))
             .await
             .0,
         200

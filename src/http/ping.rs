@@ -473,9 +473,16 @@ fn parse_query(query: Option<&str>) -> Result<Query, Rejection> {
                         "items must be a non-negative integer",
                     ));
                 }
-                q.items = Some(v.parse().map_err(|_| {
-                    Rejection::BadRequest("items must be at most 18446744073709551615")
-                })?);
+                // Stored as a signed 64-bit integer: a larger count was
+                // cut to 2^63-1 and answered 200.
+                q.items = Some(
+                    v.parse::<i64>()
+                        .ok()
+                        .and_then(|n| u64::try_from(n).ok())
+                        .ok_or(Rejection::BadRequest(
+                            "items must be at most 9223372036854775807 (2^63-1)",
+                        ))?,
+                );
             }
             "create" => q.create = value == "1",
             "reason" => q.reason = Some(skip_reason(&value)),
@@ -713,12 +720,20 @@ mod tests {
         }
         assert!(parse_query(Some("items=99999999999999999999999")).is_err());
         assert_eq!(
-            parse_query(Some("items=18446744073709551615"))
+            parse_query(Some("items=9223372036854775807"))
                 .ok()
                 .unwrap()
                 .items,
-            Some(u64::MAX)
+            Some(i64::MAX as u64)
         );
+        for beyond in ["9223372036854775808", "18446744073709551615"] {
+            assert_eq!(
+                parse_query(Some(&format!("items={beyond}"))).err(),
+                Some(Rejection::BadRequest(
+                    "items must be at most 9223372036854775807 (2^63-1)"
+                ))
+            );
+        }
         assert!(parse_query(Some("create=1")).ok().unwrap().create);
     }
 }
