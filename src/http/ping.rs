@@ -83,6 +83,10 @@ pub async fn ping(
     RawQuery(query): RawQuery,
     mut body: Body,
 ) -> Response {
+    // A browser's CORS preflight asks whether it may ping; it is no ping.
+    if method == Method::OPTIONS {
+        return preflight(state.config.ping_body_limit);
+    }
     let response = answer(state, peer, method, headers, path, query, &mut body).await;
     // A ping rejected before its body was read: read the rest anyway, so that
     // the client reads this answer instead of a reset connection. A GET (no
@@ -568,6 +572,26 @@ pub(super) fn plain(
     h.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, no-store, must-revalidate"),
+    );
+    response
+}
+
+/// The answer to a CORS preflight (`OPTIONS`): every ping route may be
+/// called from any page; nothing is looked up or stored.
+fn preflight(limit: usize) -> Response {
+    let mut response = plain(StatusCode::NO_CONTENT, "", limit);
+    let h = response.headers_mut();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, HEAD, POST, PUT, OPTIONS"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("*"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("86400"),
     );
     response
 }
