@@ -7,10 +7,9 @@
 //! users. Every state-changing form carries a CSRF token bound to the
 //! credential that signed in, so a token from one session is no use in another.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Form, FromRequestParts, Path, Query, State};
+use axum::extract::{Form, FromRequestParts, Path, State};
 use axum::http::request::Parts;
 use axum::http::{header, Extensions, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -22,19 +21,18 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::api::{find, CheckView};
+use super::api::find;
 use super::auth::{scope_of, Denied};
-use super::badge::{label_badge_key, BadgeState};
+use super::badge::BadgeState;
 use super::error::AppError;
 use super::v3::unique_key;
 use super::AppState;
+mod list; // the list of checks at `/`, in pages
 mod spark; // the item sparkline and the usual band
 
-use self::spark::{band_context, count_text, spark, spark_up_to, usual_band};
+use self::spark::{band_context, count_text, spark_up_to, usual_band};
 use crate::clock;
 use crate::config::Scope;
-use crate::domain::check::Check;
-use crate::domain::evaluate::RulesCache;
 use crate::store::notify::NotificationFilter;
 
 /// The session cookie: the API key, hex-encoded.
@@ -62,7 +60,7 @@ pub fn router() -> Router<AppState> {
     }
     Router::new()
         .route("/assets/overdue.css", get(stylesheet))
-        .route("/", get(list))
+        .route("/", get(list::list))
         .route("/checks/{key}", get(check_page))
         .route("/checks/{key}/pause", post(pause))
         .route("/checks/{key}/resume", post(resume))
@@ -317,143 +315,6 @@ fn when_pinged(ms: i64, now: DateTime<Utc>) -> Option<When> {
 fn when_str(s: Option<&str>, now: DateTime<Utc>) -> Option<When> {
     let t = DateTime::parse_from_rfc3339(s?).ok()?.with_timezone(&Utc);
     when(Some(t.timestamp_millis()), now)
-}
-
-/// One row of the list.
-#[derive(Serialize)]
-struct Row {
-    uuid: String,
-    title: String,
-    name: String,
-    status: &'static str,
-    reason: Option<String>,
-    /// (`name=value`, the same URL-encoded for a filter link).
-    labels: Vec<(String, String)>,
-    last_ping: Option<When>,
-    next_due: Option<When>,
-    quiet: bool,
-    running: bool,
-    /// Polyline points of the last item counts, oldest first.
-    spark: Option<String>,
-    last_items: Option<i64>,
-}
-
-/// The item counts of a check's last pings that carried one, oldest first.
-async fn recent_items(state: &AppState, check: &Check) -> Result<Vec<i64>, AppError> {
-    let pings = state.store.list_pings(check.id, PING_LOG).await?;
-    let mut items: Vec<i64> = pings
-        .iter()
-        .filter_map(|p| p.items)
-        .take(SPARK_POINTS)
-        .collect();
-    items.reverse();
-    Ok(items)
-}
-
-#[derive(Deserialize)]
-struct ListQuery {
-    status: Option<String>,
-    label: Option<String>,
-}
-
-async fn list(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Extension(t): Extension<Arc<Templates>>,
-    Query(q): Query<ListQuery>,
-) -> Result<Response, AppError> {
-    let now = clock::now();
-    let status_filter = q.status.filter(|s| ORDER.contains(&s.as_str()));
-    let label_filter = q
-        .label
-        .filter(|l| !l.is_empty())
-        .map(|l| match l.split_once('=') {
-            Some((n, v)) => (n.to_string(), Some(v.to_string())),
-            None => (l, None),
-        });
-    let checks = state.store.list_checks().await?;
-    let spans = state.observed.observation();
-    let mut cache = RulesCache::default();
-    let mut all_labels: BTreeMap<String, String> = BTreeMap::new();
-    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut rows = Vec::new();
-    for c in checks {
-        for (n, v) in &c.spec.labels {
-            let text = format!("{n}={v}");
-            all_labels.insert(text.clone(), label_badge_key(&state, n, v));
-        }
-        let label_ok = match &label_filter {
-            None => true,
-            Some((n, v)) => match (c.spec.labels.get(n), v) {
-                (Some(have), Some(want)) => have == want,
-                (Some(_), None) => true,
-                (None, _) => false,
-            },
-        };
-        let title = crate::domain::explain::check_label(&c.spec);
-        let items = if label_ok {
-            recent_items(&state, &c).await?
-        } else {
-            Vec::new()
-        };
-        let v = CheckView::new(c, "", &spans, &mut cache);
-        let status = status_word(v.status.as_str());
-        *counts.entry(status).or_default() += 1;
-        if !label_ok || status_filter.as_deref().is_some_and(|s| s != status) {
-            continue;
-        }
-        rows.push(Row {
-            uuid: v.uuid.to_string(),
-            title,
-            name: v.name,
-            status,
-            reason: v.reason.map(|r| reason_words(r.as_str())),
-            labels: v
-                .labels
-                .into_iter()
-                .map(|(n, val)| {
-                    let text = format!("{n}={val}");
-                    let query: String = form_urlencoded::byte_serialize(text.as_bytes()).collect();
-                    (text, query)
-                })
-                .collect(),
-            last_ping: when_str(v.last_ping.as_deref(), now),
-            next_due: when_str(v.next_due.as_deref(), now),
-            quiet: v.quiet,
-            running: v.running,
-            spark: spark(&items),
-            last_items: v.last_items,
-        });
-    }
-    rows.sort_by_key(|r| ORDER.iter().position(|s| *s == r.status));
-    let summary: Vec<(&str, usize)> = ORDER
-        .iter()
-        .filter_map(|s| counts.get(s).map(|n| (*s, *n)))
-        .collect();
-    let label_badges: Vec<(String, String)> = all_labels.into_iter().collect();
-    render(
-        &t,
-        "list.html",
-        context! {
-            rows,
-            summary,
-            statuses => ORDER,
-            labels => label_badges,
-            status_filter,
-            label_filter => q_label(&label_filter),
-            csrf => viewer.csrf,
-            logout => viewer.cookie,
-            can_write => viewer.scope >= Scope::Write,
-            now => super::api::rfc3339(now.timestamp_millis()),
-        },
-    )
-}
-
-fn q_label(l: &Option<(String, Option<String>)>) -> Option<String> {
-    l.as_ref().map(|(n, v)| match v {
-        Some(v) => format!("{n}={v}"),
-        None => n.clone(),
-    })
 }
 
 /// The status names the dashboard shows: the ones the API uses.
