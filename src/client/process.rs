@@ -58,11 +58,16 @@ impl Tail {
     }
 }
 
-/// The item count in a line, by `re`: its first capture group, else the whole match.
+/// The item count in a line, by `re`: its first capture group, else the
+/// whole match; none past 2^63-1, which the server refuses.
 pub fn items_in(re: &Regex, line: &str) -> Option<u64> {
     let caps = re.captures(line)?;
     let m = caps.get(1).or_else(|| caps.get(0))?;
-    m.as_str().trim().parse().ok()
+    m.as_str()
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n| i64::try_from(*n).is_ok())
 }
 
 /// The command and how to watch over it.
@@ -484,6 +489,12 @@ mod tests {
         assert_eq!(items_in(&re, "nothing"), None);
         let re = Regex::new(r"\d+").unwrap();
         assert_eq!(items_in(&re, "x 7 y"), Some(7));
+        // The server stores counts as signed 64-bit integers.
+        assert_eq!(
+            items_in(&re, "9223372036854775807"),
+            Some(9_223_372_036_854_775_807)
+        );
+        assert_eq!(items_in(&re, "9223372036854775808"), None);
     }
 
     #[test]

@@ -189,7 +189,11 @@ impl Config {
             // Parse first so a syntax error names the file and line instead of
             // surfacing later as a missing key.
             if let Err(e) = text.parse::<toml::Table>() {
-                return Err(ConfigErrors(vec![format!("{}: {e}", path.display())]));
+                return Err(ConfigErrors(vec![format!(
+                    "{}: {}",
+                    path.display(),
+                    syntax_error(&text, &e)
+                )]));
             }
             figment = figment.merge(Toml::string(&text));
         }
@@ -209,7 +213,7 @@ impl Config {
     /// Parses a config given as TOML text on top of the defaults (no environment).
     pub fn from_toml(text: &str) -> Result<Config, ConfigErrors> {
         if let Err(e) = text.parse::<toml::Table>() {
-            return Err(ConfigErrors(vec![e.to_string()]));
+            return Err(ConfigErrors(vec![syntax_error(text, &e)]));
         }
         let figment = Figment::new()
             .merge(Toml::string(DEFAULT_CONFIG))
@@ -665,6 +669,73 @@ fn notify_config(f: &mut Fields<'_>) -> Option<NotifyConfig> {
     })
 }
 
+/// A TOML syntax error by its line, column and key, never by the text of
+/// the line: toml's own message quotes it, and the line may hold a secret
+/// (`ping_key = "…" oops`), which would then reach a reload's answer and
+/// the log.
+fn syntax_error(text: &str, e: &toml::de::Error) -> String {
+    let why = e
+        .message()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let Some(at) = e.span().map(|s| s.start.min(text.len())) else {
+        return format!("TOML syntax error: {why}");
+    };
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    let key = match toml_key_before(text, at) {
+        Some(key) => format!(", key {key}"),
+        None => String::new(),
+    };
+    format!("TOML syntax error at line {line}, column {column}{key}: {why}")
+}
+
+/// The key whose value the byte `at` is in (`table.key`), by the last
+/// `name =` line up to it and the table header above that; only names
+/// made of key characters are given, so no value is ever quoted.
+fn toml_key_before(text: &str, at: usize) -> Option<String> {
+    let is_key = |k: &str| {
+        !k.is_empty()
+            && k.len() <= 128
+            && k.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'"' | b'\'' | b' ')
+            })
+    };
+    // Up to the end of the line the error is on.
+    let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    let mut table: Option<&str> = None;
+    let mut key: Option<&str> = None;
+    for line in text[..end].lines() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let name = header
+                .trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap_or("")
+                .trim();
+            table = is_key(name).then_some(name);
+            key = None;
+        } else if let Some((name, _)) = line.split_once('=') {
+            let name = name.trim();
+            if is_key(name) {
+                key = Some(name);
+            }
+        }
+    }
+    match (table, key) {
+        (Some(t), Some(k)) => Some(format!("{t}.{k}")),
+        (None, Some(k)) => Some(k.to_string()),
+        (Some(t), None) => Some(format!("[{t}]")),
+        (None, None) => None,
+    }
+}
+
 struct Fields<'a> {
     figment: &'a Figment,
     errors: &'a mut Vec<String>,
@@ -1103,5 +1174,41 @@ deny = ["private"]
         let c = Config::from_toml("[rate_limit]\nper_check = \"60/min\"").unwrap();
         assert_eq!(c.rate_limit.per_check.map(|r| r.burst), Some(60));
         assert_eq!(c.rate_limit.per_address, None);
+    }
+
+    #[test]
+    fn a_syntax_error_names_line_column_and_key_never_the_text() {
+        let text = "base_url = \"http://x\"\nping_key = \"pk-s3cret-value\" oops\n";
+        let e = Config::from_toml(text).unwrap_err().to_string();
+        assert!(!e.contains("s3cret") && !e.contains("oops"), "{e}");
+        assert!(
+            e.contains("TOML syntax error at line 2, column 30, key ping_key: "),
+            "{e}"
+        );
+        let text = "[dashboard]\nsecure_cookie = true\n\n[webhooks]\ndeny = [\"10.0.0.0/8\",\n  \"tok-s3cret\" \"x\"]\n";
+        let e = Config::from_toml(text).unwrap_err().to_string();
+        assert!(!e.contains("s3cret"), "{e}");
+        assert!(
+            e.contains("at line 6, column 16, key webhooks.deny: "),
+            "{e}"
+        );
+        // The file's own name comes first.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("overdue.toml");
+        std::fs::write(
+            &path,
+            "[[api_keys]]\nname = \"ci\"\nkey = \"api-s3cret\" ,\n",
+        )
+        .unwrap();
+        let e = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(!e.contains("s3cret"), "{e}");
+        assert!(
+            e.contains(&format!(
+                "{}: TOML syntax error at line 3, column ",
+                path.display()
+            )),
+            "{e}"
+        );
+        assert!(e.contains(", key api_keys.key: "), "{e}");
     }
 }

@@ -212,15 +212,38 @@ impl CheckSpec {
             err("description", "must be at most 10000 bytes".to_string());
         }
         let labels = input.labels.unwrap_or_default();
-        for (k, v) in &labels {
-            if let Err(e) = validate_label_name(k) {
-                err(&format!("labels.{k}"), e);
-            }
-            if v.chars().count() > 256 {
-                err(
-                    &format!("labels.{k}"),
-                    "value must be at most 256 characters".into(),
-                );
+        if labels.len() > MAX_LABELS {
+            // Each would be reported on its own: one error says it.
+            err(
+                "labels",
+                format!("has {} labels; at most {MAX_LABELS}", labels.len()),
+            );
+        } else {
+            for (k, v) in &labels {
+                if k.len() > MAX_LABEL_NAME_BYTES {
+                    // The field would repeat the whole name: name it by its start.
+                    err(
+                        "labels",
+                        format!(
+                            "the label name {:?}… is {} bytes long; at most {MAX_LABEL_NAME_BYTES}",
+                            prefix(k, 32),
+                            k.len()
+                        ),
+                    );
+                    continue;
+                }
+                if let Err(e) = validate_label_name(k) {
+                    err(&format!("labels.{k}"), e);
+                }
+                if v.len() > MAX_LABEL_VALUE_BYTES {
+                    err(
+                        &format!("labels.{k}"),
+                        format!(
+                            "the value is {} bytes long; at most {MAX_LABEL_VALUE_BYTES}",
+                            v.len()
+                        ),
+                    );
+                }
             }
         }
 
@@ -283,9 +306,19 @@ impl CheckSpec {
         };
 
         let active_hours = input.active_hours.unwrap_or_default();
-        for (i, w) in active_hours.iter().enumerate() {
-            if let Err(e) = Window::parse(&w.start, &w.end, &w.days) {
-                err(&format!("active_hours[{i}]"), e);
+        if active_hours.len() > MAX_WINDOWS {
+            err(
+                "active_hours",
+                format!(
+                    "lists {} windows; at most {MAX_WINDOWS}",
+                    active_hours.len()
+                ),
+            );
+        } else {
+            for (i, w) in active_hours.iter().enumerate() {
+                if let Err(e) = Window::parse(&w.start, &w.end, &w.days) {
+                    err(&format!("active_hours[{i}]"), e);
+                }
             }
         }
 
@@ -517,6 +550,24 @@ pub fn validate_items_window(d: Duration) -> Result<(), String> {
     Ok(())
 }
 
+/// The most labels a check may carry.
+pub const MAX_LABELS: usize = 64;
+/// The longest label name, in bytes.
+pub const MAX_LABEL_NAME_BYTES: usize = 128;
+/// The longest label value, in bytes.
+pub const MAX_LABEL_VALUE_BYTES: usize = 1024;
+/// The most active-hours windows a check may have.
+pub const MAX_WINDOWS: usize = 64;
+
+/// The start of `s`, at most `max` bytes, cut at a character.
+fn prefix(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// The largest `min_items_runs`.
 pub const MAX_MIN_ITEMS_RUNS: u32 = 1000;
 
@@ -572,7 +623,13 @@ pub fn validate_label_name(name: &str) -> Result<(), String> {
         }
         _ => false,
     };
-    if !ok || name.starts_with("__") || name.len() > 100 {
+    if name.len() > MAX_LABEL_NAME_BYTES {
+        return Err(format!(
+            "label name is {} bytes long; at most {MAX_LABEL_NAME_BYTES}",
+            name.len()
+        ));
+    }
+    if !ok || name.starts_with("__") {
         return Err(format!(
             "label name {name:?} must match [a-zA-Z_][a-zA-Z0-9_]* and not start with \"__\""
         ));
@@ -771,16 +828,12 @@ mod tests {
             assert_eq!(errs[0].field, "depends_on", "{bad}");
             assert!(errs[0].message.contains(why), "{bad}: {}", errs[0].message);
         }
-        let many: Vec<String> = (0..51).map(|i| format!("c{i}")).collect();
+        let many: Vec<String> = (0..65).map(|i| format!("c{i}")).collect();
         let json = serde_json::json!({ "depends_on": many }).to_string();
         let errs = CheckSpec::from_input(input(&json)).unwrap_err();
-        assert!(
-            errs[0].message.contains("at most 50"),
-            "{}",
-            errs[0].message
-        );
-        let fifty: Vec<String> = (0..50).map(|i| format!("c{i}")).collect();
-        let json = serde_json::json!({ "depends_on": fifty }).to_string();
+        assert_eq!(errs[0].message, "lists 65 checks; at most 64");
+        let most: Vec<String> = (0..64).map(|i| format!("c{i}")).collect();
+        let json = serde_json::json!({ "depends_on": most }).to_string();
         assert!(CheckSpec::from_input(input(&json)).is_ok());
     }
 
@@ -907,6 +960,50 @@ mod tests {
         assert!(
             message(r#"{"items_below_usual":0.5,"items_window":"soon"}"#)
                 .starts_with("items_window: \"soon\" is not a duration")
+        );
+    }
+
+    #[test]
+    fn labels_and_windows_are_bounded() {
+        let errors = |json: serde_json::Value| {
+            CheckSpec::from_input(input(&json.to_string()))
+                .err()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+        };
+        let labels = |n: usize| -> serde_json::Map<String, serde_json::Value> {
+            (0..n).map(|i| (format!("l{i}"), "v".into())).collect()
+        };
+        assert!(errors(serde_json::json!({ "labels": labels(64) })).is_empty());
+        assert_eq!(
+            errors(serde_json::json!({ "labels": labels(40_000) })),
+            ["labels: has 40000 labels; at most 64"]
+        );
+        let name = "n".repeat(128);
+        let value = "é".repeat(512);
+        assert!(errors(serde_json::json!({ "labels": { name.clone(): value } })).is_empty());
+        let long_name = "n".repeat(129);
+        assert_eq!(
+            errors(serde_json::json!({ "labels": { long_name: "v" } })),
+            [format!(
+                "labels: the label name {:?}… is 129 bytes long; at most 128",
+                "n".repeat(32)
+            )]
+        );
+        assert_eq!(
+            errors(serde_json::json!({ "labels": { "team": "x".repeat(1025) } })),
+            ["labels.team: the value is 1025 bytes long; at most 1024"]
+        );
+        assert!(validate_label_name(&"n".repeat(129)).is_err());
+
+        let window = serde_json::json!({"start": "09:00", "end": "17:00"});
+        let windows = |n: usize| vec![window.clone(); n];
+        assert!(errors(serde_json::json!({ "active_hours": windows(64) })).is_empty());
+        assert_eq!(
+            errors(serde_json::json!({ "active_hours": windows(65) })),
+            ["active_hours: lists 65 windows; at most 64"]
         );
     }
 }

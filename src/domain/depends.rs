@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 
 /// The most slugs one check may depend on.
-pub const MAX_DEPENDS_ON: usize = 50;
+pub const MAX_DEPENDS_ON: usize = 64;
 
 /// Why a check's `depends_on` is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -40,7 +40,9 @@ pub fn api_router() -> OpenApiRouter<AppState> {
 
 /// The signed link's page.
 pub fn link_router() -> Router<AppState> {
-    Router::new().route("/ack/{token}", get(link_page).post(link_ack))
+    Router::new()
+        .route("/ack/{token}", get(link_page).post(link_ack))
+        .layer(axum::middleware::map_response(super::ui::page_headers))
 }
 
 /// The path of an incident's acknowledge link (for the dashboard's button).
@@ -444,9 +446,8 @@ fn page(status: StatusCode, title: &str, body: String) -> Response {
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <meta name=\"robots\" content=\"noindex\">\
          <title>overdue: {t}</title>\
-         <style>body{{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem}}\
-         button{{font-size:1.1rem;padding:.4rem 1.2rem}}</style></head>\
-         <body><h1>{t}</h1>{body}</body></html>",
+         <link rel=\"stylesheet\" href=\"/assets/overdue.css\"></head>\
+         <body class=\"ack\"><h1>{t}</h1>{body}</body></html>",
         t = esc(title)
     );
     (

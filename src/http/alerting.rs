@@ -1,6 +1,8 @@
 //! The alerting part of `/api/v1`: notifications with their attempts,
 //! silences (CRUD), receivers and the routing tree (read).
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -222,14 +224,19 @@ fn silence_view(s: &Silence, now: i64) -> SilenceView {
     }
 }
 
-async fn all_silences(state: &AppState, now: i64) -> Result<Vec<Silence>, AppError> {
-    let mut out = state.live.config().notify.silences.clone();
-    for rec in state.store.list_silences().await? {
-        match crate::notify::silence_from_record(&rec, now) {
-            Ok(s) => out.push(s),
-            Err(e) => tracing::warn!(silence = %rec.id, error = %e, "stored silence is invalid"),
-        }
-    }
+/// The config file's silences, then the stored ones (parsed once per change).
+async fn all_silences(state: &AppState, now: i64) -> Result<Vec<Arc<Silence>>, AppError> {
+    let stored = state.store.list_silences().await?;
+    let mut out: Vec<Arc<Silence>> = state
+        .live
+        .config()
+        .notify
+        .silences
+        .iter()
+        .cloned()
+        .map(Arc::new)
+        .collect();
+    out.extend(state.dispatch.silences().resolve(stored, now));
     Ok(out)
 }
 

@@ -64,6 +64,8 @@ pub struct CheckInputDoc {
     slug: Option<String>,
     name: Option<String>,
     description: Option<String>,
+    /// At most 64; names follow Prometheus's rules, at most 128 bytes;
+    /// values at most 1024 bytes.
     labels: Option<BTreeMap<String, String>>,
     /// Expected period between successes (default `1d`); excludes `cron`.
     interval: Option<String>,
@@ -73,6 +75,7 @@ pub struct CheckInputDoc {
     tz: Option<String>,
     /// How long past due before `down` (default: one interval).
     grace: Option<String>,
+    /// At most 64 windows.
     active_hours: Option<Vec<WindowDoc>>,
     zero_items_after: Option<String>,
     zero_items_runs: Option<u32>,
@@ -100,7 +103,7 @@ pub struct CheckInputDoc {
     manual_resume: Option<bool>,
     /// `""` (any method) or `"POST"`.
     methods: Option<String>,
-    /// Slugs of the checks this one depends on (at most 50): while one of
+    /// Slugs of the checks this one depends on (at most 64): while one of
     /// them is `down` or `stalled`, this check's alerts are held back. Each
     /// must be an existing check's slug, and no cycle may form.
     depends_on: Option<Vec<String>>,

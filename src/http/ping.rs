@@ -83,6 +83,10 @@ pub async fn ping(
     RawQuery(query): RawQuery,
     mut body: Body,
 ) -> Response {
+    // A browser's CORS preflight asks whether it may ping; it is no ping.
+    if method == Method::OPTIONS {
+        return preflight(state.config.ping_body_limit);
+    }
     let response = answer(state, peer, method, headers, path, query, &mut body).await;
     // A ping rejected before its body was read: read the rest anyway, so that
     // the client reads this answer instead of a reset connection. A GET (no
@@ -473,9 +477,16 @@ fn parse_query(query: Option<&str>) -> Result<Query, Rejection> {
                         "items must be a non-negative integer",
                     ));
                 }
-                q.items = Some(v.parse().map_err(|_| {
-                    Rejection::BadRequest("items must be at most 18446744073709551615")
-                })?);
+                // Stored as a signed 64-bit integer: a larger count was
+                // cut to 2^63-1 and answered 200.
+                q.items = Some(
+                    v.parse::<i64>()
+                        .ok()
+                        .and_then(|n| u64::try_from(n).ok())
+                        .ok_or(Rejection::BadRequest(
+                            "items must be at most 9223372036854775807 (2^63-1)",
+                        ))?,
+                );
             }
             "create" => q.create = value == "1",
             "reason" => q.reason = Some(skip_reason(&value)),
@@ -561,6 +572,26 @@ pub(super) fn plain(
     h.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, no-store, must-revalidate"),
+    );
+    response
+}
+
+/// The answer to a CORS preflight (`OPTIONS`): every ping route may be
+/// called from any page; nothing is looked up or stored.
+fn preflight(limit: usize) -> Response {
+    let mut response = plain(StatusCode::NO_CONTENT, "", limit);
+    let h = response.headers_mut();
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, HEAD, POST, PUT, OPTIONS"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("*"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("86400"),
     );
     response
 }
@@ -713,12 +744,20 @@ mod tests {
         }
         assert!(parse_query(Some("items=99999999999999999999999")).is_err());
         assert_eq!(
-            parse_query(Some("items=18446744073709551615"))
+            parse_query(Some("items=9223372036854775807"))
                 .ok()
                 .unwrap()
                 .items,
-            Some(u64::MAX)
+            Some(i64::MAX as u64)
         );
+        for beyond in ["9223372036854775808", "18446744073709551615"] {
+            assert_eq!(
+                parse_query(Some(&format!("items={beyond}"))).err(),
+                Some(Rejection::BadRequest(
+                    "items must be at most 9223372036854775807 (2^63-1)"
+                ))
+            );
+        }
         assert!(parse_query(Some("create=1")).ok().unwrap().create);
     }
 }

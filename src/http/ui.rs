@@ -7,10 +7,9 @@
 //! users. Every state-changing form carries a CSRF token bound to the
 //! credential that signed in, so a token from one session is no use in another.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Form, FromRequestParts, Path, Query, State};
+use axum::extract::{Form, FromRequestParts, Path, State};
 use axum::http::request::Parts;
 use axum::http::{header, Extensions, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -21,19 +20,18 @@ use minijinja::{context, Environment};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
-use super::api::{find, CheckView};
+use super::api::find;
 use super::auth::{scope_of, Denied, ReadAccess};
-use super::badge::{label_badge_key, BadgeState};
+use super::badge::BadgeState;
 use super::error::AppError;
 use super::v3::unique_key;
 use super::AppState;
+mod list; // the list of checks at `/`, in pages
 mod spark; // the item sparkline and the usual band
 
-use self::spark::{band_context, count_text, spark, spark_up_to, usual_band};
+use self::spark::{band_context, count_text, spark_up_to, usual_band};
 use crate::clock;
 use crate::config::Scope;
-use crate::domain::check::Check;
-use crate::domain::evaluate::RulesCache;
 use crate::store::notify::NotificationFilter;
 
 /// The session cookie: the API key, hex-encoded.
@@ -60,13 +58,54 @@ pub fn router() -> Router<AppState> {
         env.add_template(name, text).expect("dashboard template");
     }
     Router::new()
-        .route("/", get(list))
+        .route("/assets/overdue.css", get(stylesheet))
+        .route("/", get(list::list))
         .route("/checks/{key}", get(check_page))
         .route("/checks/{key}/pause", post(pause))
         .route("/checks/{key}/resume", post(resume))
         .route("/login", get(login_page).post(login))
         .route("/logout", post(logout))
         .layer(Extension(Arc::new(Templates(env))))
+        .layer(axum::middleware::map_response(page_headers))
+}
+
+/// What the dashboard's and the acknowledge pages' answers allow a browser:
+/// no script at all, style and images from this server only (the one
+/// stylesheet; no inline style), forms posted only here, no framing.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'none'; \
+    style-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; \
+    form-action 'self'; frame-ancestors 'none'";
+
+/// Adds the pages' security headers to an answer (and its errors and
+/// redirects): the policy above, no content sniffing, and no referrer (an
+/// acknowledge page's address is its token).
+pub(super) async fn page_headers(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+/// The pages' stylesheet, part of the binary.
+async fn stylesheet() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        include_str!("templates/overdue.css"),
+    )
+        .into_response()
 }
 
 /// Who is looking, and the CSRF token their forms must carry.
@@ -280,145 +319,6 @@ fn when_str(s: Option<&str>, now: DateTime<Utc>) -> Option<When> {
     when(Some(t.timestamp_millis()), now)
 }
 
-/// One row of the list.
-#[derive(Serialize)]
-struct Row {
-    /// How the row links to its check: slug or unique key, never the uuid.
-    key: String,
-    title: String,
-    name: String,
-    status: &'static str,
-    reason: Option<String>,
-    /// (`name=value`, the same URL-encoded for a filter link).
-    labels: Vec<(String, String)>,
-    last_ping: Option<When>,
-    next_due: Option<When>,
-    quiet: bool,
-    running: bool,
-    /// Polyline points of the last item counts, oldest first.
-    spark: Option<String>,
-    last_items: Option<i64>,
-}
-
-/// The item counts of a check's last pings that carried one, oldest first.
-async fn recent_items(state: &AppState, check: &Check) -> Result<Vec<i64>, AppError> {
-    let pings = state.store.list_pings(check.id, PING_LOG).await?;
-    let mut items: Vec<i64> = pings
-        .iter()
-        .filter_map(|p| p.items)
-        .take(SPARK_POINTS)
-        .collect();
-    items.reverse();
-    Ok(items)
-}
-
-#[derive(Deserialize)]
-struct ListQuery {
-    status: Option<String>,
-    label: Option<String>,
-}
-
-async fn list(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Extension(t): Extension<Arc<Templates>>,
-    Query(q): Query<ListQuery>,
-) -> Result<Response, AppError> {
-    let now = clock::now();
-    let status_filter = q.status.filter(|s| ORDER.contains(&s.as_str()));
-    let label_filter = q
-        .label
-        .filter(|l| !l.is_empty())
-        .map(|l| match l.split_once('=') {
-            Some((n, v)) => (n.to_string(), Some(v.to_string())),
-            None => (l, None),
-        });
-    let checks = state.store.list_checks().await?;
-    let spans = state.observed.observation();
-    let mut cache = RulesCache::default();
-    let mut all_labels: BTreeMap<String, String> = BTreeMap::new();
-    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut rows = Vec::new();
-    for c in checks {
-        for (n, v) in &c.spec.labels {
-            let text = format!("{n}={v}");
-            all_labels.insert(text.clone(), label_badge_key(&state, n, v));
-        }
-        let label_ok = match &label_filter {
-            None => true,
-            Some((n, v)) => match (c.spec.labels.get(n), v) {
-                (Some(have), Some(want)) => have == want,
-                (Some(_), None) => true,
-                (None, _) => false,
-            },
-        };
-        let title = crate::domain::explain::check_label(&c.spec);
-        let items = if label_ok {
-            recent_items(&state, &c).await?
-        } else {
-            Vec::new()
-        };
-        let uuid = c.uuid;
-        let v = CheckView::new(c, "", &spans, &mut cache);
-        let status = status_word(v.status.as_str());
-        *counts.entry(status).or_default() += 1;
-        if !label_ok || status_filter.as_deref().is_some_and(|s| s != status) {
-            continue;
-        }
-        rows.push(Row {
-            key: crate::domain::name::public_name(v.slug.as_deref(), uuid),
-            title,
-            name: v.name,
-            status,
-            reason: v.reason.map(|r| reason_words(r.as_str())),
-            labels: v
-                .labels
-                .into_iter()
-                .map(|(n, val)| {
-                    let text = format!("{n}={val}");
-                    let query: String = form_urlencoded::byte_serialize(text.as_bytes()).collect();
-                    (text, query)
-                })
-                .collect(),
-            last_ping: when_str(v.last_ping.as_deref(), now),
-            next_due: when_str(v.next_due.as_deref(), now),
-            quiet: v.quiet,
-            running: v.running,
-            spark: spark(&items),
-            last_items: v.last_items,
-        });
-    }
-    rows.sort_by_key(|r| ORDER.iter().position(|s| *s == r.status));
-    let summary: Vec<(&str, usize)> = ORDER
-        .iter()
-        .filter_map(|s| counts.get(s).map(|n| (*s, *n)))
-        .collect();
-    let label_badges: Vec<(String, String)> = all_labels.into_iter().collect();
-    render(
-        &t,
-        "list.html",
-        context! {
-            rows,
-            summary,
-            statuses => ORDER,
-            labels => label_badges,
-            status_filter,
-            label_filter => q_label(&label_filter),
-            csrf => viewer.csrf,
-            logout => viewer.cookie,
-            can_write => viewer.scope >= Scope::Write,
-            now => super::api::rfc3339(now.timestamp_millis()),
-        },
-    )
-}
-
-fn q_label(l: &Option<(String, Option<String>)>) -> Option<String> {
-    l.as_ref().map(|(n, v)| match v {
-        Some(v) => format!("{n}={v}"),
-        None => n.clone(),
-    })
-}
-
 /// The status names the dashboard shows: the ones the API uses.
 fn status_word(s: &str) -> &'static str {
     ORDER.iter().find(|o| **o == s).copied().unwrap_or("new")
@@ -466,7 +366,7 @@ fn window_row(start: &str, end: &str, days: &[String], tz: &str) -> WindowRow {
         ],
         _ => Vec::new(),
     };
-    // Two decimals are plenty for CSS and keep the markup short.
+    // Two decimals are plenty for the bar and keep the markup short.
     let round = |x: f64| (x * 100.0).round() / 100.0;
     let segments = segments
         .into_iter()

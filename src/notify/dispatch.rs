@@ -16,7 +16,7 @@ use super::ack::LinkKey;
 use super::group::{plan, Prior};
 use super::message::{LabelSet, ALERTNAME_CHECK, ALERTNAME_OVERLAP};
 use super::route::{Route, RouteTree};
-use super::silence::Silence;
+use super::silence::{Silence, SilenceCache};
 use super::NotifyConfig;
 use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
@@ -52,6 +52,7 @@ pub enum DispatchNotice {
 #[derive(Clone)]
 pub struct DispatchHandle {
     tx: mpsc::UnboundedSender<DispatchNotice>,
+    silences: Arc<SilenceCache>,
 }
 
 impl DispatchHandle {
@@ -60,10 +61,19 @@ impl DispatchHandle {
         let _ = self.tx.send(notice);
     }
 
+    /// The stored silences as the dispatcher parsed them: reading them
+    /// compiles only the rows that changed.
+    pub fn silences(&self) -> &SilenceCache {
+        &self.silences
+    }
+
     /// A handle whose notices go nowhere (notifications are off).
     pub fn disconnected() -> DispatchHandle {
         let (tx, _) = mpsc::unbounded_channel();
-        DispatchHandle { tx }
+        DispatchHandle {
+            tx,
+            silences: Arc::default(),
+        }
     }
 }
 
@@ -115,7 +125,9 @@ pub struct Dispatcher {
     groups: HashMap<String, Group>,
     schedule: BTreeSet<(UnixMs, String)>,
     log: HashMap<(String, String), Prior>,
-    silences: Vec<Silence>,
+    silences: Vec<Arc<Silence>>,
+    /// Stored silences, parsed once per change (shared with the API).
+    parsed_silences: Arc<SilenceCache>,
     rx: mpsc::UnboundedReceiver<DispatchNotice>,
     delivery: Arc<Notify>,
     /// When every open alert was last read again ([`RESYNC`]).
@@ -140,7 +152,8 @@ impl Dispatcher {
         delivery: Arc<Notify>,
     ) -> (Dispatcher, DispatchHandle) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let silences = config.silences.clone();
+        let silences = config.silences.iter().cloned().map(Arc::new).collect();
+        let parsed_silences = Arc::new(SilenceCache::default());
         (
             Dispatcher {
                 store,
@@ -151,6 +164,7 @@ impl Dispatcher {
                 schedule: BTreeSet::new(),
                 log: HashMap::new(),
                 silences,
+                parsed_silences: parsed_silences.clone(),
                 rx,
                 delivery,
                 last_resync: 0,
@@ -158,7 +172,10 @@ impl Dispatcher {
                 holding: None,
                 unrecorded: BTreeSet::new(),
             },
-            DispatchHandle { tx },
+            DispatchHandle {
+                tx,
+                silences: parsed_silences,
+            },
         )
     }
 
@@ -215,13 +232,10 @@ impl Dispatcher {
     }
 
     async fn reload_silences(&mut self, now: UnixMs) -> anyhow::Result<()> {
-        let mut silences = self.config.silences.clone();
-        for s in self.store.list_silences().await? {
-            match super::silence_from_record(&s, now) {
-                Ok(s) => silences.push(s),
-                Err(e) => tracing::warn!(silence = %s.id, error = %e, "ignoring a stored silence"),
-            }
-        }
+        let stored = self.store.list_silences().await?;
+        let mut silences: Vec<Arc<Silence>> =
+            self.config.silences.iter().cloned().map(Arc::new).collect();
+        silences.extend(self.parsed_silences.resolve(stored, now));
         self.silences = silences;
         Ok(())
     }

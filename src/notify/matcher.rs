@@ -8,10 +8,10 @@
 
 use std::fmt;
 
-use regex::Regex;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::message::LabelSet;
+use super::pattern::{Pattern, PatternError, MAX_COMPILED};
 
 /// How a matcher compares a label's value; the order is Alertmanager's, which
 /// sorts a route's matchers (and so its key) by it.
@@ -52,22 +52,30 @@ pub struct Matcher {
     pub op: MatchOp,
     pub value: String,
     /// Compiled once at parse time so matching an alert never fails.
-    regex: Option<Regex>,
+    regex: Option<Pattern>,
 }
 
 impl Matcher {
     /// Builds a matcher from its parts, compiling (anchored) regexes up front.
     pub fn new(name: &str, op: MatchOp, value: &str) -> Result<Matcher, String> {
+        Matcher::build(name, op, value, MAX_COMPILED).map_err(|e| e.to_string())
+    }
+
+    fn build(name: &str, op: MatchOp, value: &str, limit: usize) -> Result<Matcher, MatcherError> {
         if !is_label_name(name) {
-            return Err(format!(
+            return Err(MatcherError::Invalid(format!(
                 "invalid label name {name:?} (must match [a-zA-Z_][a-zA-Z0-9_]*)"
-            ));
+            )));
         }
         let regex = match op {
-            MatchOp::Re | MatchOp::NotRe => Some(
-                Regex::new(&format!("^(?:{value})$"))
-                    .map_err(|e| format!("invalid regular expression: {}", one_line(&e)))?,
-            ),
+            MatchOp::Re | MatchOp::NotRe => {
+                Some(Pattern::within(value, limit).map_err(|e| match e {
+                    PatternError::Invalid(why) => {
+                        MatcherError::Invalid(format!("invalid regular expression: {why}"))
+                    }
+                    PatternError::TooLarge => MatcherError::TooLarge,
+                })?)
+            }
             MatchOp::Eq | MatchOp::NotEq => None,
         };
         Ok(Matcher {
@@ -85,12 +93,28 @@ impl Matcher {
             .map_err(|e| format!("{s:?}: {e}"))
     }
 
+    /// Parses one matcher whose regex may keep at most `limit` bytes; an
+    /// invalid one's error quotes it, as [`Matcher::parse`]'s does.
+    pub fn parse_within(s: &str, limit: usize) -> Result<Matcher, MatcherError> {
+        let (name, op, value) =
+            parse_parts(s).map_err(|e| MatcherError::Invalid(format!("{s:?}: {e}")))?;
+        Matcher::build(name, op, &value, limit).map_err(|e| match e {
+            MatcherError::Invalid(why) => MatcherError::Invalid(format!("{s:?}: {why}")),
+            too_large => too_large,
+        })
+    }
+
     /// Whether `labels` satisfy this matcher; a missing label counts as the
     /// empty string, as in Alertmanager, so `team!="x"` matches an alert
     /// without `team`.
     pub fn matches(&self, labels: &LabelSet) -> bool {
         let v = labels.get(&self.name).map(String::as_str).unwrap_or("");
         self.matches_value(v)
+    }
+
+    /// The bytes its compiled regex keeps (0 for `=` and `!=`).
+    pub fn compiled_size(&self) -> usize {
+        self.regex.as_ref().map_or(0, Pattern::memory)
     }
 
     /// Whether a single label value satisfies this matcher.
@@ -133,19 +157,47 @@ impl fmt::Debug for Matcher {
     }
 }
 
+/// Why a matcher was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MatcherError {
+    /// Not a matcher, or its regex does not compile; the reason.
+    Invalid(String),
+    /// Its regex would keep more than the limit it was given.
+    TooLarge,
+}
+
+impl fmt::Display for MatcherError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MatcherError::Invalid(why) => f.write_str(why),
+            MatcherError::TooLarge => write!(
+                f,
+                "invalid regular expression: compiles to more than {} KiB; write a smaller \
+                 expression (a list of words is cheap, repeated Unicode classes such as \\w{{40}} are not)",
+                MAX_COMPILED / 1024
+            ),
+        }
+    }
+}
+
 /// Always quotes the value, escaping as the parser unescapes, so the text
 /// parses back to an equal matcher.
 impl fmt::Display for Matcher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}{}\"", self.name, self.op)?;
-        for c in self.value.chars() {
-            match c {
-                '\\' => f.write_str("\\\\")?,
-                '"' => f.write_str("\\\"")?,
-                '\n' => f.write_str("\\n")?,
-                c => write!(f, "{c}")?,
-            }
+        // Runs between the characters to escape are written whole: a list
+        // shows thousands of matchers of up to 1 KiB.
+        let mut rest = self.value.as_str();
+        while let Some(at) = rest.find(['\\', '"', '\n']) {
+            f.write_str(&rest[..at])?;
+            f.write_str(match rest.as_bytes()[at] {
+                b'\\' => "\\\\",
+                b'"' => "\\\"",
+                _ => "\\n",
+            })?;
+            rest = &rest[at + 1..];
         }
+        f.write_str(rest)?;
         f.write_str("\"")
     }
 }
@@ -296,19 +348,6 @@ fn unescape(raw: &str) -> Result<String, String> {
         return Err("value lacks its closing double quote".to_string());
     }
     Ok(value)
-}
-
-/// Regex errors span several lines with a caret diagram; keep the last line,
-/// which names the problem.
-fn one_line(e: &regex::Error) -> String {
-    let text = e.to_string();
-    text.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or(&text)
-        .trim()
-        .trim_start_matches("error: ")
-        .to_string()
 }
 
 #[cfg(test)]

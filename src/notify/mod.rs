@@ -17,6 +17,7 @@ pub mod hold; // what holds an alert back: dependencies and inhibit rules
 pub mod inhibit; // inhibit rules: which firing alerts hold which others back
 pub mod matcher; // Alertmanager label matchers
 pub mod message; // the alert and notification payloads (Alertmanager's webhook format)
+pub mod pattern; // a matcher's regex compiled small: a word list, or one NFA
 pub mod receiver; // receivers: email, webhook, slack, alertmanager
 pub mod route; // the routing tree
 mod settings; // receiver and delivery settings

@@ -2,14 +2,29 @@
 //! still evaluated, but notify nothing while a silence is active; an incident
 //! still open when the silence ends notifies then.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use super::matcher::{matches_all, Matcher};
+use super::matcher::{matches_all, Matcher, MatcherError};
 use super::message::LabelSet;
+use super::pattern::MAX_COMPILED;
 use crate::domain::check::Check;
 use crate::domain::ping::UnixMs;
-use crate::store::notify::AlertSource;
+use crate::store::notify::{AlertSource, SilenceRecord};
+
+/// The most matchers one silence may have.
+pub const MAX_MATCHERS: usize = 64;
+/// The longest matcher, in bytes of its text (`team=~"…"`).
+pub const MAX_MATCHER_BYTES: usize = 1024;
+/// What a silence's regular expressions may keep together, compiled.
+pub const MAX_SILENCE_COMPILED: usize = MAX_COMPILED;
+/// The longest comment, in bytes.
+pub const MAX_COMMENT_BYTES: usize = 10_000;
+/// The longest `created_by`, in bytes.
+pub const MAX_CREATED_BY_BYTES: usize = 200;
 
 /// Where a silence was declared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,11 +114,54 @@ impl Silence {
         if input.matchers.is_empty() {
             errors.push("matchers: must list at least one matcher".to_string());
         }
-        for (i, m) in input.matchers.iter().enumerate() {
-            match Matcher::parse(m) {
-                Ok(m) => matchers.push(m),
-                Err(e) => errors.push(format!("matchers[{i}]: {e}")),
+        if input.matchers.len() > MAX_MATCHERS {
+            // Each would be compiled and reported on its own: stop here.
+            errors.push(format!(
+                "matchers: lists {} matchers; at most {MAX_MATCHERS}",
+                input.matchers.len()
+            ));
+        } else {
+            // What the regexes keep is bounded for the silence as a whole, so
+            // each compiles within what the ones before it left.
+            let mut budget = MAX_SILENCE_COMPILED;
+            for (i, m) in input.matchers.iter().enumerate() {
+                if m.len() > MAX_MATCHER_BYTES {
+                    errors.push(format!(
+                        "matchers[{i}]: is {} bytes long; at most {MAX_MATCHER_BYTES}",
+                        m.len()
+                    ));
+                    continue;
+                }
+                match Matcher::parse_within(m, budget) {
+                    Ok(m) => {
+                        budget -= m.compiled_size().min(budget);
+                        matchers.push(m);
+                    }
+                    Err(MatcherError::Invalid(e)) => errors.push(format!("matchers[{i}]: {e}")),
+                    Err(MatcherError::TooLarge) => errors.push(format!(
+                        "matchers[{i}]: its regular expression, with those before it, compiles to more than \
+                         {} KiB, what one silence's matchers may keep; write smaller expressions \
+                         (a list of words is cheap, repeated Unicode classes such as \\w{{40}} are not)",
+                        MAX_SILENCE_COMPILED / 1024
+                    )),
+                }
             }
+        }
+        if input.comment.len() > MAX_COMMENT_BYTES {
+            errors.push(format!(
+                "comment: is {} bytes long; at most {MAX_COMMENT_BYTES}",
+                input.comment.len()
+            ));
+        }
+        if let Some(by) = input
+            .created_by
+            .as_ref()
+            .filter(|b| b.len() > MAX_CREATED_BY_BYTES)
+        {
+            errors.push(format!(
+                "created_by: is {} bytes long; at most {MAX_CREATED_BY_BYTES}",
+                by.len()
+            ));
         }
         if !matchers.is_empty() && matchers.iter().all(|m| m.matches(&LabelSet::new())) {
             errors.push(
@@ -239,6 +297,64 @@ pub fn silences_every_check(matchers: &[Matcher], checks: &[Check]) -> Option<St
              checks meant (such as check=\"<slug>\" or a label they share, like team=\"…\")"
         )
     })
+}
+
+/// Stored silences parsed once per change, shared by the API and the
+/// dispatcher: a read of the silences table compiles only the rows that
+/// changed since the last read (on any replica), never every row again.
+#[derive(Default)]
+pub struct SilenceCache {
+    parsed: Mutex<Parsed>,
+}
+
+/// By id: the row as read, and what it parsed to (`None`: invalid).
+type Parsed = HashMap<String, (SilenceRecord, Option<Arc<Silence>>)>;
+
+impl SilenceCache {
+    /// The silences of these rows (the whole table, as just read), in their
+    /// order. A row that is no longer valid is logged once and left out.
+    pub fn resolve(&self, records: Vec<SilenceRecord>, now: UnixMs) -> Vec<Arc<Silence>> {
+        let mut out: Vec<Option<Option<Arc<Silence>>>> = {
+            let parsed = self.lock();
+            records
+                .iter()
+                .map(|rec| match parsed.get(&rec.id) {
+                    Some((seen, silence)) if seen == rec => Some(silence.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        // Parsed outside the lock: compiling a silence's regexes takes a while.
+        let mut made = Vec::new();
+        for (rec, slot) in records.iter().zip(out.iter_mut()) {
+            if slot.is_none() {
+                let silence = match super::silence_from_record(rec, now) {
+                    Ok(s) => Some(Arc::new(s)),
+                    Err(e) => {
+                        tracing::warn!(silence = %rec.id, error = %e, "ignoring a stored silence that is not valid");
+                        None
+                    }
+                };
+                *slot = Some(silence.clone());
+                made.push((rec.clone(), silence));
+            }
+        }
+        let mut parsed = self.lock();
+        for (rec, silence) in made {
+            parsed.insert(rec.id.clone(), (rec, silence));
+        }
+        // Deleted ones are forgotten.
+        if parsed.len() > records.len() {
+            let stored: HashSet<&str> = records.iter().map(|r| r.id.as_str()).collect();
+            parsed.retain(|id, _| stored.contains(id.as_str()));
+        }
+        out.into_iter().flatten().flatten().collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Parsed> {
+        // The map is whole after every statement: a panic elsewhere leaves it usable.
+        self.parsed.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 fn parse_instant(s: &str) -> Result<UnixMs, String> {
@@ -445,5 +561,103 @@ mod tests {
         )
         .unwrap_err();
         assert!(e[0].contains("not both"), "{e:?}");
+    }
+
+    #[test]
+    fn matchers_are_bounded_in_number_length_and_compiled_size() {
+        let make = |matchers: Vec<String>| {
+            let refs: Vec<&str> = matchers.iter().map(String::as_str).collect();
+            Silence::from_input(
+                input(&refs, None, Some("1h")),
+                "s".into(),
+                SilenceSource::Api,
+                0,
+            )
+        };
+        let ok: Vec<String> = (0..MAX_MATCHERS).map(|i| format!("l{i}=\"v\"")).collect();
+        assert!(make(ok.clone()).is_ok());
+        let mut many = ok;
+        many.push("team=\"x\"".into());
+        assert_eq!(
+            make(many).unwrap_err(),
+            vec!["matchers: lists 65 matchers; at most 64".to_string()]
+        );
+        // 1 KiB of matcher text, a list of words: accepted 64 times over.
+        let words = |n: usize| {
+            let mut v = String::new();
+            let mut i = 0;
+            while v.len() < 1000 {
+                v.push_str(&format!("h{n}-{i}.example.com|"));
+                i += 1;
+            }
+            v.pop();
+            format!("host=~\"{v}\"")
+        };
+        let big: Vec<String> = (0..MAX_MATCHERS).map(words).collect();
+        assert!(big.iter().all(|m| m.len() <= MAX_MATCHER_BYTES));
+        assert!(make(big).is_ok());
+        let long = format!("team=\"{}\"", "x".repeat(MAX_MATCHER_BYTES));
+        assert_eq!(
+            make(vec![long]).unwrap_err(),
+            vec!["matchers[0]: is 1031 bytes long; at most 1024".to_string()]
+        );
+        // Each compiles within what the ones before it left.
+        let e = make(vec!["a=\"1\"".into(), "name=~\"\\\\w{40}\"".into()]).unwrap_err();
+        assert!(e[0].starts_with("matchers[1]: its regular expression, with those before it, compiles to more than 256 KiB"), "{e:?}");
+        let wide: Vec<String> = (0..20).map(|i| format!("l{i}=~\"\\\\w+\"")).collect();
+        let e = make(wide).unwrap_err();
+        assert!(!e.is_empty() && e[0].starts_with("matchers[1"), "{e:?}");
+    }
+
+    #[test]
+    fn comment_and_author_are_bounded() {
+        let mut i = input(&["team=\"data\""], None, Some("1h"));
+        i.comment = "c".repeat(MAX_COMMENT_BYTES + 1);
+        i.created_by = Some("b".repeat(MAX_CREATED_BY_BYTES + 1));
+        let e = Silence::from_input(i, "s".into(), SilenceSource::Api, 0).unwrap_err();
+        assert_eq!(
+            e,
+            vec![
+                "comment: is 10001 bytes long; at most 10000".to_string(),
+                "created_by: is 201 bytes long; at most 200".to_string(),
+            ]
+        );
+    }
+
+    fn record(id: &str, matchers: &[&str], updated_at: UnixMs) -> SilenceRecord {
+        SilenceRecord {
+            id: id.into(),
+            matchers: serde_json::to_string(matchers).unwrap(),
+            starts_at: 0,
+            ends_at: 3_600_000,
+            comment: String::new(),
+            created_by: String::new(),
+            created_at: 0,
+            updated_at,
+        }
+    }
+
+    #[test]
+    fn the_cache_parses_a_row_once_per_change() {
+        let cache = SilenceCache::default();
+        let a = record("a", &["team=~\"data|web\""], 1);
+        let b = record("b", &["team=\"ops\""], 1);
+        let first = cache.resolve(vec![a.clone(), b.clone()], 0);
+        assert_eq!(first.len(), 2);
+        let again = cache.resolve(vec![a.clone(), b.clone()], 0);
+        assert!(Arc::ptr_eq(&first[0], &again[0]), "parsed again");
+        // A changed row is parsed again, even within the same millisecond.
+        let a2 = record("a", &["team=~\"data\""], 1);
+        let changed = cache.resolve(vec![a2.clone(), b.clone()], 0);
+        assert!(!Arc::ptr_eq(&first[0], &changed[0]));
+        assert_eq!(changed[0].matchers[0].value, "data");
+        assert!(Arc::ptr_eq(&first[1], &changed[1]));
+        // Invalid rows are left out; deleted ones forgotten.
+        let bad = record("c", &["team=~\"(\""], 1);
+        let got = cache.resolve(vec![a2, bad], 0);
+        assert_eq!(got.len(), 1);
+        assert_eq!(cache.lock().len(), 2);
+        assert!(cache.resolve(Vec::new(), 0).is_empty());
+        assert!(cache.lock().is_empty());
     }
 }

@@ -651,3 +651,26 @@ pub async fn create_on(http: &reqwest::Client, base: &str, body: Value) -> Strin
         .unwrap()
         .to_string()
 }
+
+/// Polls `/api/v1/notifications{query}` until `pred` holds for the list.
+pub async fn notifications_until(
+    server: &TestServer,
+    query: &str,
+    pred: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let start = std::time::Instant::now();
+    loop {
+        let v = server
+            .get_json(&format!("/api/v1/notifications{query}"))
+            .await;
+        let list = v["notifications"].as_array().unwrap().clone();
+        if pred(&list) {
+            return list;
+        }
+        assert!(
+            start.elapsed() < HANG_GUARD,
+            "hang guard: notifications{query}: {list:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -8,7 +8,7 @@
 
 use std::error::Error;
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use ipnet::IpNet;
@@ -97,12 +97,26 @@ impl TargetPolicy {
     }
 
     /// Whether `ip` may be reached; the refusal names the address and the rule.
+    /// An IPv6 address that carries an IPv4 one ([`embedded_ipv4`]) reaches
+    /// that IPv4 host, so it is judged as it; a `deny` range written for the
+    /// IPv6 address itself refuses it too.
     pub fn check(&self, ip: IpAddr) -> Result<(), Denied> {
-        // ::ffff:127.0.0.1 is 127.0.0.1 on the wire.
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
+        let IpAddr::V6(v6) = ip else {
+            return self.judge(ip);
         };
+        let Some(v4) = embedded_ipv4(v6) else {
+            return self.judge(ip);
+        };
+        if !self.allow.iter().any(|r| r.net.contains(&ip)) {
+            if let Some(rule) = self.deny.iter().find(|r| r.net.contains(&ip)) {
+                return Err(Denied(format!("{ip} is denied by [webhooks] deny {rule}")));
+            }
+        }
+        self.judge(IpAddr::V4(v4))
+            .map_err(|d| Denied(format!("{ip} carries the IPv4 address {v4}: {}", d.0)))
+    }
+
+    fn judge(&self, ip: IpAddr) -> Result<(), Denied> {
         if self.allow.iter().any(|r| r.net.contains(&ip)) {
             return Ok(());
         }
@@ -129,6 +143,26 @@ impl TargetPolicy {
             Ok(ip) => self.check(ip),
             Err(_) => Ok(()),
         }
+    }
+}
+
+/// The IPv4 address an IPv6 address stands for on the wire, if any:
+/// IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d` (not `::` or
+/// `::1`), NAT64 `64:ff9b::a.b.c.d` (RFC 6052), 6to4 `2002:AABB:CCDD::/48`
+/// (bits 16..48) and Teredo `2001:0::/32` (the client, in the last 32 bits
+/// inverted). A relay or the kernel turns packets to these into packets to
+/// the IPv4 host, so `deny = ["private"]` must see that host.
+pub fn embedded_ipv4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let last = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    match s {
+        [0, 0, 0, 0, 0, 0xffff, hi, lo] => Some(last(hi, lo)),
+        [0, 0, 0, 0, 0, 0, 0, 0 | 1] => None,
+        [0, 0, 0, 0, 0, 0, hi, lo] => Some(last(hi, lo)),
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(last(hi, lo)),
+        [0x2002, hi, lo, ..] => Some(last(hi, lo)),
+        [0x2001, 0, _, _, _, _, hi, lo] => Some(last(!hi, !lo)),
+        _ => None,
     }
 }
 
@@ -253,6 +287,65 @@ mod tests {
         for good in ["192.0.2.1", "172.32.0.1", "2001:db8::1", "8.8.8.8"] {
             assert!(p.check(ip(good)).is_ok(), "{good}");
         }
+    }
+
+    #[test]
+    fn ipv6_addresses_carrying_an_ipv4_one_are_judged_by_it() {
+        let v6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+        let v4 = |s: &str| Some(s.parse::<Ipv4Addr>().unwrap());
+        for (addr, inside) in [
+            ("::ffff:127.0.0.1", v4("127.0.0.1")),
+            ("::127.0.0.1", v4("127.0.0.1")),
+            ("::7f00:1", v4("127.0.0.1")),
+            ("64:ff9b::7f00:1", v4("127.0.0.1")),
+            ("64:ff9b::10.1.2.3", v4("10.1.2.3")),
+            ("2002:7f00:1::", v4("127.0.0.1")),
+            ("2002:a9fe:a9fe:1:2:3:4:5", v4("169.254.169.254")),
+            ("2001:0:4136:e378:8000:63bf:80ff:fffe", v4("127.0.0.1")),
+            ("::", None),
+            ("::1", None),
+            ("2001:db8::1", None),
+            ("64:ff9b:1::7f00:1", None),
+        ] {
+            assert_eq!(embedded_ipv4(v6(addr)), inside, "{addr}");
+        }
+
+        let p = policy(&[], &["private"]);
+        for bad in [
+            "::ffff:127.0.0.1",
+            "::127.0.0.1",
+            "64:ff9b::7f00:1",
+            "2002:7f00:1::",
+            "2002:c0a8:101::1",
+            "2001:0:4136:e378:8000:63bf:80ff:fffe",
+        ] {
+            let e = p.check(ip(bad)).unwrap_err().0;
+            assert!(
+                e.starts_with(&format!("{} carries the IPv4 address ", ip(bad))),
+                "{e}"
+            );
+            assert!(e.contains("is denied by [webhooks] deny "), "{e}");
+        }
+        assert_eq!(
+            p.check(ip("64:ff9b::7f00:1")).unwrap_err().0,
+            "64:ff9b::7f00:1 carries the IPv4 address 127.0.0.1: 127.0.0.1 is denied by \
+             [webhooks] deny 127.0.0.0/8 (from \"private\")"
+        );
+        // A public IPv4 address inside is reached as it would be.
+        for good in ["64:ff9b::808:808", "2002:808:808::1", "::ffff:192.0.2.1"] {
+            assert!(p.check(ip(good)).is_ok(), "{good}");
+        }
+        // The IPv4 address is what an allow list names.
+        let only = policy(&["192.0.2.0/24"], &[]);
+        assert!(only.check(ip("::ffff:192.0.2.7")).is_ok());
+        assert!(only.check(ip("64:ff9b::c000:207")).is_ok());
+        assert!(only.check(ip("64:ff9b::808:808")).is_err());
+        // A deny range written for the IPv6 form still holds.
+        let nat64 = policy(&[], &["64:ff9b::/96"]);
+        assert!(nat64.check(ip("64:ff9b::808:808")).is_err());
+        let allowed = policy(&["127.0.0.1/32"], &["private"]);
+        assert!(allowed.check(ip("::ffff:127.0.0.1")).is_ok());
+        assert!(allowed.check(ip("2002:7f00:2::")).is_err());
     }
 
     #[test]
