@@ -862,9 +862,8 @@ async fn headless_chromium_signs_in_and_pauses_a_down_check() {
     b.screenshot("list-phone").await;
     b.size(1400, 900).await;
 
-    b.click(&format!("a[href=\"/checks/{down_uuid}\"]")).await;
-    b.wait_for_url(&s.url(&format!("/checks/{down_uuid}")))
-        .await;
+    b.click("a[href=\"/checks/payments-export\"]").await;
+    b.wait_for_url(&s.url("/checks/payments-export")).await;
     assert!(b.text("#reason").await.contains("the job reported failure"));
     assert!(b.source().await.contains("upstream refused the connection"));
     b.screenshot("check-down").await;
@@ -875,8 +874,7 @@ async fn headless_chromium_signs_in_and_pauses_a_down_check() {
         shown.trim_start_matches("● ").trim() == "paused"
     })
     .await;
-    b.wait_for_url(&s.url(&format!("/checks/{down_uuid}")))
-        .await;
+    b.wait_for_url(&s.url("/checks/payments-export")).await;
     b.find("#resume").await;
     b.screenshot("check-paused").await;
     b.size(390, 844).await;
