@@ -308,12 +308,10 @@ macro_rules! impl_check_store {
             }
 
             async fn fill_unique_keys(&self) -> Result<u64, $crate::store::StoreError> {
+                use $crate::store::dialect::Dialect as _;
                 let mut filled = 0u64;
                 loop {
-                    let mut tx = self.pool.begin().await?;
-                    sqlx::query(<Self as $crate::store::dialect::Dialect>::QUIET_CHECK_UPDATES)
-                        .execute(&mut *tx)
-                        .await?;
+                    let mut tx = self.begin_quiet_check_updates().await?;
                     let rows: Vec<(i64, String)> = sqlx::query_as(
                         "SELECT id, uuid FROM checks WHERE unique_key IS NULL ORDER BY id LIMIT 1000",
                     )

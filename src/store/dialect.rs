@@ -24,9 +24,6 @@ pub(crate) trait Dialect {
     const BEAT: &'static str;
     /// The texts of the JSON array `$1`, as a one-column subquery.
     const JSON_TEXTS: &'static str;
-    /// Run first in a transaction whose updates of `checks` no other
-    /// replica needs to hear of (filling `unique_key`).
-    const QUIET_CHECK_UPDATES: &'static str;
     /// A page of the evaluator's start-up read, in id order: the checks
     /// with `after < id`, at most `limit` (eval_rows.rs).
     async fn eval_page_on(
@@ -65,6 +62,11 @@ pub(crate) trait Dialect {
     /// A transaction in which no other heartbeat reads or writes, so two
     /// replicas cannot both see the same gap.
     async fn begin_beats(&self) -> Result<sqlx::Transaction<'_, Self::Db>, StoreError>;
+    /// A transaction that reads, then updates `checks` in ways no other
+    /// replica needs to hear of (filling `unique_key`).
+    async fn begin_quiet_check_updates(
+        &self,
+    ) -> Result<sqlx::Transaction<'_, Self::Db>, StoreError>;
 }
 
 /// A change to a check that must fall between the pings around it.

@@ -23,11 +23,6 @@ impl Dialect for PgStore {
 
     const JSON_TEXTS: &'static str = "SELECT json_array_elements_text($1::json)";
 
-    /// The `checks_changed` trigger sends no `check:<id>` notice while this
-    /// is set (migration 0020).
-    const QUIET_CHECK_UPDATES: &'static str =
-        "SELECT set_config('overdue.unique_key_fill', 'on', true)";
-
     /// Never moves a replica's last beat back (another process may have
     /// recorded a later one).
     const BEAT: &'static str = "INSERT INTO replicas (id, started_at, last_beat_at) \
@@ -99,6 +94,18 @@ impl Dialect for PgStore {
     async fn begin_beats(&self) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("LOCK TABLE replicas IN SHARE ROW EXCLUSIVE MODE")
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
+    /// The `checks_changed` trigger sends no `check:<id>` notice in this
+    /// transaction (migration 0020).
+    async fn begin_quiet_check_updates(
+        &self,
+    ) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT set_config('overdue.unique_key_fill', 'on', true)")
             .execute(&mut *tx)
             .await?;
         Ok(tx)

@@ -26,9 +26,6 @@ impl Dialect for SqliteStore {
 
     const JSON_TEXTS: &'static str = "SELECT value FROM json_each($1)";
 
-    /// One process per file: no other replica to tell.
-    const QUIET_CHECK_UPDATES: &'static str = "SELECT 1";
-
     /// One process per file: its own heartbeats come in order.
     const BEAT: &'static str = "INSERT INTO replicas (id, started_at, last_beat_at) \
          VALUES ($1, $2, $3) \
@@ -145,6 +142,14 @@ impl Dialect for SqliteStore {
     /// fail at once with "database is locked" when upgrading while another
     /// connection writes, instead of waiting for the busy timeout.
     async fn begin_beats(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// IMMEDIATE, as [`Self::begin_beats`]; one process per file, so no
+    /// other replica to keep quiet.
+    async fn begin_quiet_check_updates(
+        &self,
+    ) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>, StoreError> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 }
