@@ -160,6 +160,21 @@ both_backends!(guard_requests_name_what_is_wrong, |backend| async move {
     // Wrong methods, unknown checks.
     assert_eq!(get(&s, &format!("{base}/lock")).await.0, 405);
     assert_eq!(post(&s, &format!("{base}/due")).await.0, 405);
+    // Every answer under /ping carries Ping-Body-Limit, the guard's too.
+    for (method, path) in [
+        (reqwest::Method::POST, format!("{base}/due")),
+        (reqwest::Method::GET, format!("{base}/due")),
+        (reqwest::Method::POST, format!("{base}/lock?ttl=1m")),
+        (reqwest::Method::GET, format!("{base}/snooze?for=1m")),
+    ] {
+        let r = s.client.request(method.clone(), s.url(&path)).send().await.unwrap();
+        assert_eq!(
+            r.headers().get("ping-body-limit").and_then(|v| v.to_str().ok()),
+            Some("10000"),
+            "{method} {path}: {}",
+            r.status()
+        );
+    }
     let nobody = "/ping/9d4f3e46-5b2c-4f4e-8f56-0a9e2b6c1d00";
     assert_eq!(get(&s, &format!("{nobody}/due")).await.0, 404);
     assert_eq!(post(&s, &format!("{nobody}/lock")).await.0, 404);

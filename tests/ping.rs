@@ -38,7 +38,13 @@ both_backends!(every_form_and_status_code, |backend| async move {
         (format!("/ping/{uuid}/256"), 400, "invalid url format"),
         (format!("/ping/{uuid}/start/extra"), 404, "not found"),
         (format!("/ping/{}", uuid::Uuid::new_v4()), 404, "not found"),
-        ("/ping/not-a-uuid".to_string(), 404, "not found"),
+        // A placeholder pasted literally: still 404, saying why.
+        (
+            "/ping/5b0c…".to_string(),
+            404,
+            "not found: that is not a uuid (a ping URL is /ping/<uuid>, with the uuid the \
+             API or the dashboard shows, or /ping/<ping_key>/<slug>)",
+        ),
         (format!("/ping/{PING_KEY}/backup"), 200, "OK"),
         (format!("/ping/{PING_KEY}/backup/start"), 200, "OK"),
         (format!("/ping/{PING_KEY}/backup/fail"), 200, "OK"),

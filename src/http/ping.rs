@@ -59,6 +59,9 @@ enum Target<'a> {
 #[derive(Debug, PartialEq, Eq)]
 enum Rejection {
     NotFound,
+    /// A one-segment ping path that is not a uuid (a placeholder pasted
+    /// literally, a truncated URL): still `404`, saying why.
+    NotAUuid,
     BadRequest(&'static str),
     /// A bad request whose reason names what was given.
     Invalid(String),
@@ -253,7 +256,18 @@ async fn guard(
         Ok(c) => c,
         Err(r) => return r,
     };
-    super::guard::answer(state, check_id, op, method, query, &client.to_string()).await
+    let answer =
+        super::guard::answer(state, check_id, op, method, query, &client.to_string()).await;
+    with_body_limit(answer, state.config.ping_body_limit)
+}
+
+/// Adds `Ping-Body-Limit`, which every answer under `/ping` carries, to a
+/// JSON answer of the job guard or a snooze.
+fn with_body_limit(mut response: Response, limit: usize) -> Response {
+    response
+        .headers_mut()
+        .insert("ping-body-limit", HeaderValue::from(limit));
+    response
 }
 
 /// A snooze: `for` is read first, then the check is looked up as for a ping
@@ -274,7 +288,7 @@ async fn snooze(
         Err(r) => return r,
     };
     match super::snooze::answer(state, check_id, &ask, &client.to_string()).await {
-        Ok(r) => r,
+        Ok(r) => with_body_limit(r, limit),
         Err(StoreError::NotFound) => reject(&state.metrics, Rejection::NotFound, limit),
         Err(e) => {
             if let Some(suppressed) = SNOOZE_FAILED.hit() {
@@ -361,7 +375,7 @@ fn parse_path<'a>(
     match parts[..] {
         [code] => Uuid::parse_str(code)
             .map(|u| (Target::Uuid(u), success))
-            .map_err(|_| Rejection::NotFound),
+            .map_err(|_| Rejection::NotAUuid),
         [first, second] => {
             if let Ok(u) = Uuid::parse_str(first) {
                 if let Some(action) = parse_action(second)? {
@@ -598,12 +612,18 @@ fn preflight(limit: usize) -> Response {
 
 fn reject(metrics: &Metrics, r: Rejection, limit: usize) -> Response {
     metrics.ping_rejected(match r {
-        Rejection::NotFound => Rejected::NotFound,
+        Rejection::NotFound | Rejection::NotAUuid => Rejected::NotFound,
         Rejection::BadRequest(_) | Rejection::Invalid(_) => Rejected::BadRequest,
         Rejection::TooLarge => Rejected::TooLarge,
     });
     match r {
         Rejection::NotFound => respond(StatusCode::NOT_FOUND, "not found", limit),
+        Rejection::NotAUuid => respond(
+            StatusCode::NOT_FOUND,
+            "not found: that is not a uuid (a ping URL is /ping/<uuid>, with the uuid the \
+             API or the dashboard shows, or /ping/<ping_key>/<slug>)",
+            limit,
+        ),
         Rejection::BadRequest(why) => respond(StatusCode::BAD_REQUEST, why, limit),
         Rejection::Invalid(why) => plain(StatusCode::BAD_REQUEST, why, limit),
         Rejection::TooLarge => respond(
