@@ -167,9 +167,16 @@ both_backends!(guard_requests_name_what_is_wrong, |backend| async move {
         (reqwest::Method::POST, format!("{base}/lock?ttl=1m")),
         (reqwest::Method::GET, format!("{base}/snooze?for=1m")),
     ] {
-        let r = s.client.request(method.clone(), s.url(&path)).send().await.unwrap();
+        let r = s
+            .client
+            .request(method.clone(), s.url(&path))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(
-            r.headers().get("ping-body-limit").and_then(|v| v.to_str().ok()),
+            r.headers()
+                .get("ping-body-limit")
+                .and_then(|v| v.to_str().ok()),
             Some("10000"),
             "{method} {path}: {}",
             r.status()

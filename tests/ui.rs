@@ -883,3 +883,29 @@ async fn headless_chromium_signs_in_and_pauses_a_down_check() {
 
     assert_eq!(status_of(&s, &down_uuid).await, "paused");
 }
+
+both_backends!(a_missing_check_is_a_page_not_json, |backend| async move {
+    // No key at all: loopback may look.
+    let s = TestServer::start(backend, "").await;
+    let r = s.client.get(s.url("/checks/nosuch")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let content_type = r.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+    let html = r.text().await.unwrap();
+    assert!(html.contains("No such check"), "{html}");
+    assert!(html.contains("<code>nosuch</code>"), "{html}");
+    assert!(html.contains("href=\"/\""), "a way back: {html}");
+    // The key is escaped like any text.
+    let r = s
+        .client
+        .get(s.url("/checks/%3Cb%3Ex%3C%2Fb%3E"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let html = r.text().await.unwrap();
+    assert!(
+        html.contains("&lt;b&gt;x&lt;") && !html.contains("<b>x"),
+        "{html}"
+    );
+});

@@ -53,6 +53,7 @@ pub fn router() -> Router<AppState> {
         ("list.html", include_str!("templates/list.html")),
         ("check.html", include_str!("templates/check.html")),
         ("login.html", include_str!("templates/login.html")),
+        ("missing.html", include_str!("templates/missing.html")),
     ] {
         // The templates are part of the binary: a syntax error is a bug caught by every test.
         env.add_template(name, text).expect("dashboard template");
@@ -405,7 +406,16 @@ async fn check_page(
 ) -> Result<Response, AppError> {
     let now = clock::now();
     let writer = viewer.scope >= Scope::Write;
-    let check = find(&state, &key).await?;
+    let check = match find(&state, &key).await {
+        Ok(c) => c,
+        // A browser gets a page, not the API's JSON.
+        Err(AppError::NotFound(_)) => {
+            let mut page = render(&t, "missing.html", context! { key })?;
+            *page.status_mut() = StatusCode::NOT_FOUND;
+            return Ok(page);
+        }
+        Err(e) => return Err(e),
+    };
     let explanation = crate::domain::explain::explain(&check.spec, now);
     let windows: Vec<WindowRow> = check
         .spec
