@@ -701,7 +701,7 @@ mod tests {
             parsed(&format!("{U}/256")).err(),
             Some(Rejection::BadRequest("invalid url format"))
         );
-        assert_eq!(parsed("not-a-uuid").err(), Some(Rejection::NotFound));
+        assert_eq!(parsed("not-a-uuid").err(), Some(Rejection::NotAUuid));
         assert_eq!(
             parsed(&format!("{U}/start/x")).err(),
             Some(Rejection::NotFound)
