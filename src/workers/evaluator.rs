@@ -755,7 +755,16 @@ impl Evaluator {
             return Outcome::Unchanged(next);
         }
         let since = if changed_status || stored.is_none() {
-            eval.since.map_or(now, |t| t.timestamp_millis().min(now))
+            match stored {
+                // A resume makes a paused check up when it is resumed, not
+                // at its last success before the pause.
+                Some(s) if s.status == Status::Paused => now,
+                // Never before the status it leaves began: flips stay in order.
+                Some(s) => eval
+                    .since
+                    .map_or(now, |t| t.timestamp_millis().clamp(s.since.min(now), now)),
+                None => eval.since.map_or(now, |t| t.timestamp_millis().min(now)),
+            }
         } else {
             stored.map_or(now, |s| s.since)
         };
