@@ -99,7 +99,7 @@ both_backends!(
         let e = fields(&answer);
         assert!(
             e[0].starts_with(
-                "matchers[1]: its regular expression, with those before it, compiles to more than 256 KiB"
+                "matchers[1]: its regular expression, with those before it, compiles to more than 128 KiB"
             ),
             "{e:?}"
         );
