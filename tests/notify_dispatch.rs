@@ -416,6 +416,7 @@ both_backends!(
                 created_by: "test".into(),
                 created_at: T0,
                 updated_at: T0,
+                revision: 1,
             })
             .await
             .unwrap();

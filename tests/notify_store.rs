@@ -542,13 +542,31 @@ both_backends!(
             created_by: "ops".into(),
             created_at: 5,
             updated_at: 5,
+            revision: 11,
         };
         store.put_silence(&s).await.unwrap();
+        assert_eq!(
+            store.silence_revisions().await.unwrap(),
+            vec![("s1".to_string(), 11)]
+        );
         s.ends_at = 40;
         s.updated_at = 6;
+        s.revision = -3;
         store.put_silence(&s).await.unwrap();
         let all = store.list_silences().await.unwrap();
         assert_eq!(all, vec![s.clone()]);
+        // What a reader that keeps parsed silences reads: revisions, then rows by id.
+        assert_eq!(
+            store.silence_revisions().await.unwrap(),
+            vec![("s1".to_string(), -3)]
+        );
+        assert_eq!(
+            store
+                .silences_by_id(&["nope".to_string(), "s1".to_string()])
+                .await
+                .unwrap(),
+            vec![s.clone()]
+        );
         store.delete_silence("s1").await.unwrap();
         assert!(store.list_silences().await.unwrap().is_empty());
         assert!(matches!(

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -22,6 +23,7 @@ use crate::domain::check::FieldError;
 use crate::notify::dispatch::DispatchNotice;
 use crate::notify::route::GroupBy;
 use crate::notify::silence::{silences_every_check, Silence, SilenceInput, SilenceSource};
+use crate::notify::silence_cache::StoredSilence;
 use crate::store::notify::{AttemptRecord, NotificationFilter, NotificationRecord};
 
 /// The alerting routes, relative to `/api/v1`.
@@ -194,67 +196,116 @@ async fn get_notification(
     Ok(Json(notification_view(n, &attempts)))
 }
 
-/// A silence: matching checks notify nothing while it is active.
-#[derive(Debug, Serialize, ToSchema)]
+/// A silence: matching checks notify nothing while it is active (the
+/// document of what [`silence_json`] writes).
+#[derive(ToSchema)]
+#[allow(dead_code)]
 struct SilenceView {
     id: String,
+    /// Alertmanager matchers, each as text.
     matchers: Vec<String>,
     starts_at: String,
     ends_at: String,
     comment: String,
     created_by: String,
     /// `api` or `config` (declared in the config file; change it there).
-    #[schema(value_type = String)]
-    source: &'static str,
+    source: String,
     /// `pending`, `active` or `expired`.
-    #[schema(value_type = String)]
-    state: &'static str,
+    state: String,
 }
 
-fn silence_view(s: &Silence, now: i64) -> SilenceView {
-    SilenceView {
-        id: s.id.clone(),
-        matchers: s.matchers.iter().map(ToString::to_string).collect(),
-        starts_at: rfc3339(s.starts_at),
-        ends_at: rfc3339(s.ends_at),
-        comment: s.comment.clone(),
-        created_by: s.created_by.clone(),
-        source: s.source.as_str(),
-        state: s.state(now),
+/// A silence's JSON in three pieces around `matchers`, its matchers' JSON
+/// list: a stored silence's list goes out as stored, shared with the cache
+/// rather than copied (a list of the largest silences is megabytes).
+fn silence_json(s: &Silence, matchers: Bytes, now: i64) -> [Bytes; 3] {
+    let text = |v: &str| serde_json::to_string(v).unwrap_or_else(|_| "\"\"".to_string());
+    let head = format!("{{\"id\":{},\"matchers\":", text(&s.id));
+    let tail = format!(
+        ",\"starts_at\":{},\"ends_at\":{},\"comment\":{},\"created_by\":{},\"source\":{},\"state\":{}}}",
+        text(&rfc3339(s.starts_at)),
+        text(&rfc3339(s.ends_at)),
+        text(&s.comment),
+        text(&s.created_by),
+        text(s.source.as_str()),
+        text(s.state(now)),
+    );
+    [Bytes::from(head), matchers, Bytes::from(tail)]
+}
+
+/// The matchers of a silence that is not in the cache, as a JSON list.
+fn matchers_json(s: &Silence) -> Bytes {
+    // A list of strings always serializes.
+    Bytes::from(serde_json::to_vec(&s.matchers).unwrap_or_else(|_| b"[]".to_vec()))
+}
+
+/// A stored silence's matchers, as the cache keeps them.
+struct CachedMatchers(Arc<StoredSilence>);
+
+impl AsRef<[u8]> for CachedMatchers {
+    fn as_ref(&self) -> &[u8] {
+        self.0.matchers_json.as_bytes()
     }
 }
 
-/// The config file's silences, then the stored ones (parsed once per change).
-async fn all_silences(state: &AppState, now: i64) -> Result<Vec<Arc<Silence>>, AppError> {
-    let stored = state.store.list_silences().await?;
-    let mut out: Vec<Arc<Silence>> = state
-        .live
-        .config()
+/// The pieces of every silence: the config file's, then the stored ones
+/// (parsed once per change).
+async fn all_silences(state: &AppState, now: i64) -> Result<Vec<(String, [Bytes; 3])>, AppError> {
+    let stored = state.dispatch.silences().read(&*state.store, now).await?;
+    let config = state.live.config();
+    let mut out: Vec<(String, [Bytes; 3])> = config
         .notify
         .silences
         .iter()
-        .cloned()
-        .map(Arc::new)
+        .map(|s| (s.id.clone(), silence_json(s, matchers_json(s), now)))
         .collect();
-    out.extend(state.dispatch.silences().resolve(stored, now));
+    out.extend(stored.into_iter().map(|s| {
+        let json = silence_json(
+            &s.silence,
+            Bytes::from_owner(CachedMatchers(s.clone())),
+            now,
+        );
+        (s.silence.id.clone(), json)
+    }));
     Ok(out)
+}
+
+/// A JSON answer made of these pieces, sent as they are.
+fn json_body(status: StatusCode, pieces: Vec<Bytes>) -> Response {
+    let length: usize = pieces.iter().map(Bytes::len).sum();
+    let body = Body::from_stream(futures_util::stream::iter(
+        pieces.into_iter().map(Ok::<_, std::convert::Infallible>),
+    ));
+    (
+        status,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::CONTENT_LENGTH, HeaderValue::from(length)),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 #[utoipa::path(get, path = "/silences", tag = "alerting",
     summary = "Silences from the config file and the API",
     responses((status = 200, description = "Silences", body = SilenceList)),
     security(("api_key" = ["read"]), ("bearer" = ["read"])))]
-async fn list_silences(
-    State(state): State<AppState>,
-    _: ReadAccess,
-) -> Result<Json<Value>, AppError> {
+async fn list_silences(State(state): State<AppState>, _: ReadAccess) -> Result<Response, AppError> {
     let now = clock::now_ms();
-    let views: Vec<SilenceView> = all_silences(&state, now)
-        .await?
-        .iter()
-        .map(|s| silence_view(s, now))
-        .collect();
-    Ok(Json(serde_json::json!({ "silences": views })))
+    let all = all_silences(&state, now).await?;
+    let mut pieces = Vec::with_capacity(3 * all.len() + 2);
+    pieces.push(Bytes::from_static(b"{\"silences\":["));
+    for (i, (_, json)) in all.into_iter().enumerate() {
+        if i > 0 {
+            pieces.push(Bytes::from_static(b","));
+        }
+        pieces.extend(json);
+    }
+    pieces.push(Bytes::from_static(b"]}"));
+    Ok(json_body(StatusCode::OK, pieces))
 }
 
 #[utoipa::path(get, path = "/silences/{id}", tag = "alerting",
@@ -269,14 +320,15 @@ async fn get_silence(
     State(state): State<AppState>,
     _: ReadAccess,
     Path(id): Path<String>,
-) -> Result<Json<SilenceView>, AppError> {
+) -> Result<Response, AppError> {
     let now = clock::now_ms();
-    all_silences(&state, now)
+    let json = all_silences(&state, now)
         .await?
-        .iter()
-        .find(|s| s.id == id)
-        .map(|s| Json(silence_view(s, now)))
-        .ok_or_else(|| AppError::NotFound(format!("no silence {id:?}")))
+        .into_iter()
+        .find(|(sid, _)| *sid == id)
+        .map(|(_, json)| json)
+        .ok_or_else(|| AppError::NotFound(format!("no silence {id:?}")))?;
+    Ok(json_body(StatusCode::OK, json.to_vec()))
 }
 
 fn invalid(errors: Vec<String>) -> AppError {
@@ -302,7 +354,8 @@ async fn store_silence(
     id: String,
     body: &[u8],
     created_at: Option<i64>,
-) -> Result<SilenceView, AppError> {
+    status: StatusCode,
+) -> Result<Response, AppError> {
     let input: SilenceInput = parse_json(body)?;
     if input.id.as_ref().is_some_and(|given| given != &id) {
         return Err(AppError::BadRequest(
@@ -320,7 +373,8 @@ async fn store_silence(
     let rec = crate::notify::silence_record(&silence, created_at.unwrap_or(now), now);
     state.store.put_silence(&rec).await?;
     state.dispatch.notify(DispatchNotice::Silences);
-    Ok(silence_view(&silence, now))
+    let json = silence_json(&silence, matchers_json(&silence), now);
+    Ok(json_body(status, json.to_vec()))
 }
 
 #[utoipa::path(post, path = "/silences", tag = "alerting",
@@ -335,10 +389,9 @@ async fn create_silence(
     State(state): State<AppState>,
     _: WriteAccess,
     body: Bytes,
-) -> Result<(StatusCode, Json<SilenceView>), AppError> {
+) -> Result<Response, AppError> {
     let id = uuid::Uuid::new_v4().to_string();
-    let view = store_silence(&state, id, &body, None).await?;
-    Ok((StatusCode::CREATED, Json(view)))
+    store_silence(&state, id, &body, None, StatusCode::CREATED).await
 }
 
 fn refuse_config(state: &AppState, id: &str) -> Result<(), AppError> {
@@ -373,17 +426,15 @@ async fn replace_silence(
     _: WriteAccess,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<SilenceView>, AppError> {
+) -> Result<Response, AppError> {
     refuse_config(&state, &id)?;
     let existing = state
         .store
-        .list_silences()
+        .silences_by_id(std::slice::from_ref(&id))
         .await?
-        .into_iter()
-        .find(|s| s.id == id)
+        .pop()
         .ok_or_else(|| AppError::NotFound(format!("no silence {id:?}")))?;
-    let view = store_silence(&state, id, &body, Some(existing.created_at)).await?;
-    Ok(Json(view))
+    store_silence(&state, id, &body, Some(existing.created_at), StatusCode::OK).await
 }
 
 #[utoipa::path(delete, path = "/silences/{id}", tag = "alerting",

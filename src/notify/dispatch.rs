@@ -16,7 +16,7 @@ use super::ack::LinkKey;
 use super::group::{plan, Prior};
 use super::message::{LabelSet, ALERTNAME_CHECK, ALERTNAME_OVERLAP};
 use super::route::{Route, RouteTree};
-use super::silence::{Silence, SilenceCache};
+use super::silence_cache::{SilenceCache, StoredSilence};
 use super::NotifyConfig;
 use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
@@ -125,7 +125,8 @@ pub struct Dispatcher {
     groups: HashMap<String, Group>,
     schedule: BTreeSet<(UnixMs, String)>,
     log: HashMap<(String, String), Prior>,
-    silences: Vec<Arc<Silence>>,
+    /// The stored silences (the config's are in `config`).
+    silences: Vec<Arc<StoredSilence>>,
     /// Stored silences, parsed once per change (shared with the API).
     parsed_silences: Arc<SilenceCache>,
     rx: mpsc::UnboundedReceiver<DispatchNotice>,
@@ -152,7 +153,6 @@ impl Dispatcher {
         delivery: Arc<Notify>,
     ) -> (Dispatcher, DispatchHandle) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let silences = config.silences.iter().cloned().map(Arc::new).collect();
         let parsed_silences = Arc::new(SilenceCache::default());
         (
             Dispatcher {
@@ -163,7 +163,7 @@ impl Dispatcher {
                 groups: HashMap::new(),
                 schedule: BTreeSet::new(),
                 log: HashMap::new(),
-                silences,
+                silences: Vec::new(),
                 parsed_silences: parsed_silences.clone(),
                 rx,
                 delivery,
@@ -232,12 +232,17 @@ impl Dispatcher {
     }
 
     async fn reload_silences(&mut self, now: UnixMs) -> anyhow::Result<()> {
-        let stored = self.store.list_silences().await?;
-        let mut silences: Vec<Arc<Silence>> =
-            self.config.silences.iter().cloned().map(Arc::new).collect();
-        silences.extend(self.parsed_silences.resolve(stored, now));
-        self.silences = silences;
+        self.silences = self.parsed_silences.read(&*self.store, now).await?;
         Ok(())
+    }
+
+    /// Whether a silence of the config or the API holds these labels at `now`.
+    fn silenced(&self, labels: &LabelSet, now: UnixMs) -> bool {
+        self.config.silences.iter().any(|s| s.silences(labels, now))
+            || self
+                .silences
+                .iter()
+                .any(|s| s.silence.silences(labels, now))
     }
 
     /// Takes in the newest facts about one incident.

@@ -22,5 +22,6 @@ pub mod receiver; // receivers: email, webhook, slack, alertmanager
 pub mod route; // the routing tree
 mod settings; // receiver and delivery settings
 pub mod silence; // silences
+pub mod silence_cache; // stored silences parsed once per change
 pub mod time_interval; // mute time intervals
 pub use settings::{silence_from_record, silence_record, DeliverySettings, NotifyConfig};

@@ -18,7 +18,7 @@ use regex_automata::{Anchored, Input};
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
 
 /// The most memory one compiled expression may take; a silence's matchers
-/// together get no more ([`super::silence`]).
+/// together get half of it ([`super::silence::MAX_SILENCE_COMPILED`]).
 pub const MAX_COMPILED: usize = 256 * 1024;
 
 /// An expression of fixed shapes may have this many; more is an NFA.

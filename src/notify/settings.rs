@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use super::inhibit::InhibitRule;
 use super::receiver::Receiver;
 use super::route::{Route, RouteTree};
-use super::silence::{Silence, SilenceInput, SilenceSource};
+use super::silence::{Silence, SilenceInput};
 use super::time_interval::NamedTimeInterval;
 use crate::domain::ping::UnixMs;
 use crate::store::notify::SilenceRecord;
@@ -111,6 +111,7 @@ pub fn silence_record(s: &Silence, created_at: UnixMs, now: UnixMs) -> SilenceRe
         created_by: s.created_by.clone(),
         created_at,
         updated_at: now,
+        revision: rand::random(),
     }
 }
 
@@ -118,7 +119,7 @@ pub fn silence_record(s: &Silence, created_at: UnixMs, now: UnixMs) -> SilenceRe
 pub fn silence_from_record(rec: &SilenceRecord, now: UnixMs) -> Result<Silence, String> {
     let matchers: Vec<String> =
         serde_json::from_str(&rec.matchers).map_err(|e| format!("matchers: {e}"))?;
-    let mut s = Silence::from_input(
+    let mut s = Silence::from_stored(
         SilenceInput {
             id: None,
             matchers,
@@ -129,7 +130,6 @@ pub fn silence_from_record(rec: &SilenceRecord, now: UnixMs) -> Result<Silence, 
             created_by: Some(rec.created_by.clone()),
         },
         rec.id.clone(),
-        SilenceSource::Api,
         now,
     )
     .map_err(|e| e.join("; "))?;

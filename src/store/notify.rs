@@ -201,6 +201,9 @@ pub struct SilenceRecord {
     pub created_by: String,
     pub created_at: UnixMs,
     pub updated_at: UnixMs,
+    /// A new random number at every write: a reader compares it alone to
+    /// know whether the row changed since it parsed it.
+    pub revision: i64,
 }
 
 /// Storage for alert routing and delivery.
@@ -284,8 +287,13 @@ pub trait NotifyStore: Send + Sync {
         -> Result<Vec<AttemptRecord>, StoreError>;
     /// Notifications per state.
     async fn notification_counts(&self) -> Result<Vec<(String, i64)>, StoreError>;
-    /// Every stored silence.
+    /// Every stored silence, by `starts_at` then id.
     async fn list_silences(&self) -> Result<Vec<SilenceRecord>, StoreError>;
+    /// Every stored silence's id and revision, in [`Self::list_silences`]'
+    /// order: what a reader that keeps parsed silences reads first.
+    async fn silence_revisions(&self) -> Result<Vec<(String, i64)>, StoreError>;
+    /// The stored silences with these ids (in no particular order).
+    async fn silences_by_id(&self, ids: &[String]) -> Result<Vec<SilenceRecord>, StoreError>;
     /// Creates or replaces a silence.
     async fn put_silence(&self, s: &SilenceRecord) -> Result<(), StoreError>;
     /// Deletes a silence; `NotFound` when there is none.
@@ -708,11 +716,40 @@ macro_rules! impl_notify_store {
                 &self,
             ) -> Result<Vec<$crate::store::notify::SilenceRecord>, $crate::store::StoreError> {
                 Ok(sqlx::query_as(
-                    "SELECT id, matchers, starts_at, ends_at, comment, created_by, created_at, updated_at \
-                     FROM silences ORDER BY starts_at, id",
+                    "SELECT id, matchers, starts_at, ends_at, comment, created_by, created_at, updated_at, \
+                     revision FROM silences ORDER BY starts_at, id",
                 )
                 .fetch_all(&self.pool)
                 .await?)
+            }
+
+            async fn silence_revisions(
+                &self,
+            ) -> Result<Vec<(String, i64)>, $crate::store::StoreError> {
+                Ok(sqlx::query_as("SELECT id, revision FROM silences ORDER BY starts_at, id")
+                    .fetch_all(&self.pool)
+                    .await?)
+            }
+
+            async fn silences_by_id(
+                &self,
+                ids: &[String],
+            ) -> Result<Vec<$crate::store::notify::SilenceRecord>, $crate::store::StoreError> {
+                use $crate::store::notify::{placeholders, CHUNK};
+                let mut out = Vec::new();
+                for chunk in ids.chunks(CHUNK) {
+                    let sql = format!(
+                        "SELECT id, matchers, starts_at, ends_at, comment, created_by, created_at, updated_at, \
+                         revision FROM silences WHERE id IN ({})",
+                        placeholders(1, chunk.len())
+                    );
+                    let mut q = sqlx::query_as(&sql);
+                    for id in chunk {
+                        q = q.bind(id);
+                    }
+                    out.extend(q.fetch_all(&self.pool).await?);
+                }
+                Ok(out)
             }
 
             async fn put_silence(
@@ -720,11 +757,11 @@ macro_rules! impl_notify_store {
                 s: &$crate::store::notify::SilenceRecord,
             ) -> Result<(), $crate::store::StoreError> {
                 sqlx::query(
-                    "INSERT INTO silences (id, matchers, starts_at, ends_at, comment, created_by, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                    "INSERT INTO silences (id, matchers, starts_at, ends_at, comment, created_by, created_at, updated_at, \
+                     revision) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
                      ON CONFLICT (id) DO UPDATE SET matchers = excluded.matchers, starts_at = excluded.starts_at, \
                      ends_at = excluded.ends_at, comment = excluded.comment, created_by = excluded.created_by, \
-                     updated_at = excluded.updated_at",
+                     updated_at = excluded.updated_at, revision = excluded.revision",
                 )
                 .bind(&s.id)
                 .bind(&s.matchers)
@@ -734,6 +771,7 @@ macro_rules! impl_notify_store {
                 .bind(&s.created_by)
                 .bind(s.created_at)
                 .bind(s.updated_at)
+                .bind(s.revision)
                 .execute(&self.pool)
                 .await?;
                 Ok(())

@@ -50,7 +50,7 @@ impl Dispatcher {
             if !h.open() {
                 continue;
             }
-            let silenced = self.silences.iter().any(|s| s.silences(&h.labels, now));
+            let silenced = self.silenced(&h.labels, now);
             if silenced || h.src.quiet == Some(true) || h.src.paused || !h.holders.is_empty() {
                 snapshot.held.insert(*id);
             } else if h.src.acked_at.is_some() {
