@@ -309,7 +309,12 @@ pub fn evaluate_in(
         // Up since the success that made it so (a recovery, or a first
         // ping): the flip carries the instant the ping was stored, not the
         // one the evaluator got to it.
-        set(&mut e, Status::Up, None, summary.last_success_at.and_then(instant));
+        set(
+            &mut e,
+            Status::Up,
+            None,
+            summary.last_success_at.and_then(instant),
+        );
     }
     for t in [due, down_at, zero_at, low_at] {
         next.consider(t, now);
