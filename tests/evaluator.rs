@@ -595,3 +595,95 @@ both_backends!(
         assert_eq!(loaded.summary.last_success_at, Some(t0 + 15_000));
     }
 );
+
+both_backends!(
+    a_flip_to_up_carries_the_instant_of_its_ping,
+    |backend| async move {
+        let s = TestServer::start(backend, "").await;
+        let c = s
+            .create_check(json!({"slug": "stamped", "interval": "1h"}))
+            .await;
+        let uuid = c["uuid"].as_str().unwrap().to_string();
+        // new -> up: the flip is the ping's stored instant, not the moment the
+        // evaluator got to it (13:12:35.025 for a ping stored at 13:12:34.981).
+        let (status, _) = s.ping(&format!("/ping/{uuid}")).await;
+        assert_eq!(status, 200);
+        let flips_url = s.url(&format!("/api/v1/checks/{uuid}/flips"));
+        wait_for(&s.client, &flips_url, |v| {
+            !v["flips"].as_array().unwrap().is_empty()
+        })
+        .await;
+        let last_success =
+            s.get_json(&format!("/api/v1/checks/{uuid}")).await["last_success"].clone();
+        let flips = stored_flips(&s.db, &uuid).await;
+        assert_eq!(flips.len(), 1, "{flips:?}");
+        assert_eq!(
+            (flips[0].old_status.as_str(), flips[0].new_status.as_str()),
+            ("new", "up")
+        );
+        assert_eq!(
+            flips[0].at,
+            instant(&last_success).timestamp_millis(),
+            "{flips:?}"
+        );
+        // down (failed) -> up: the recovering success's instant, after the down.
+        let (status, _) = s.ping(&format!("/ping/{uuid}/fail")).await;
+        assert_eq!(status, 200);
+        wait_for(&s.client, &flips_url, |v| {
+            v["flips"].as_array().unwrap().len() == 2
+        })
+        .await;
+        let (status, _) = s.ping(&format!("/ping/{uuid}")).await;
+        assert_eq!(status, 200);
+        wait_for(&s.client, &flips_url, |v| {
+            v["flips"].as_array().unwrap().len() == 3
+        })
+        .await;
+        let last_success =
+            s.get_json(&format!("/api/v1/checks/{uuid}")).await["last_success"].clone();
+        let flips = stored_flips(&s.db, &uuid).await;
+        assert_eq!(
+            (flips[2].old_status.as_str(), flips[2].new_status.as_str()),
+            ("down", "up")
+        );
+        assert_eq!(
+            flips[2].at,
+            instant(&last_success).timestamp_millis(),
+            "{flips:?}"
+        );
+        assert!(flips[1].at <= flips[2].at, "in order: {flips:?}");
+        // paused -> up by a resume: when it was resumed, not at the last success.
+        let r = s
+            .client
+            .post(s.url(&format!("/api/v1/checks/{uuid}/pause")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        wait_for(&s.client, &flips_url, |v| {
+            v["flips"].as_array().unwrap().len() == 4
+        })
+        .await;
+        let r = s
+            .client
+            .post(s.url(&format!("/api/v1/checks/{uuid}/resume")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        wait_for(&s.client, &flips_url, |v| {
+            v["flips"].as_array().unwrap().len() == 5
+        })
+        .await;
+        let flips = stored_flips(&s.db, &uuid).await;
+        assert_eq!(
+            (flips[4].old_status.as_str(), flips[4].new_status.as_str()),
+            ("paused", "up")
+        );
+        assert!(flips[4].at >= flips[3].at, "in order: {flips:?}");
+        assert!(
+            flips[4].at > flips[2].at,
+            "not at the last success: {flips:?}"
+        );
+    }
+);

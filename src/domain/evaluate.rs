@@ -503,6 +503,12 @@ mod tests {
             assert_eq!(status_at(&r, &s, now), (status, reason), "{now}");
         }
         let e = evaluate(&r, &s, false, &[], t("2026-01-01T12:01:00Z"));
+        assert_eq!(e.status, Status::Up);
+        assert_eq!(
+            e.since,
+            Some(t("2026-01-01T12:00:00Z")),
+            "up since the success that made it so, not since `now`"
+        );
         assert_eq!(e.due, Some(t("2026-01-01T12:05:00Z")));
         assert_eq!(e.down_at, Some(t("2026-01-01T12:10:00Z")));
         assert_eq!(e.next_change, Some(t("2026-01-01T12:05:00Z")));

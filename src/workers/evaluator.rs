@@ -759,6 +759,12 @@ impl Evaluator {
                 // A resume makes a paused check up when it is resumed, not
                 // at its last success before the pause.
                 Some(s) if s.status == Status::Paused => now,
+                // `new` began when the evaluator first read the check, which
+                // may be after the first ping was stored: no flip leaves it
+                // out of order.
+                Some(s) if s.status == Status::New => {
+                    eval.since.map_or(now, |t| t.timestamp_millis().min(now))
+                }
                 // Never before the status it leaves began: flips stay in order.
                 Some(s) => eval
                     .since
