@@ -13,9 +13,13 @@ pub(super) fn syntax_error(text: &str, e: &toml::de::Error) -> String {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join("; ");
-    let Some(at) = e.span().map(|s| s.start.min(text.len())) else {
+    let Some(mut at) = e.span().map(|s| s.start.min(text.len())) else {
         return format!("TOML syntax error: {why}");
     };
+    // A span inside a character (never seen, but slicing there would panic).
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
     let before = &text[..at];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
