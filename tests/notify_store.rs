@@ -10,8 +10,8 @@ use overdue::config::Config;
 use overdue::domain::check::{CheckInput, CheckSpec};
 use overdue::domain::status::{Reason, Status};
 use overdue::store::notify::{
-    AlertQuery, AttemptResult, NewNotification, NotificationFilter, SilenceRecord, KIND_ALERTS,
-    KIND_UNDELIVERED,
+    AlertQuery, AttemptResult, NewNotification, NotificationFilter, SilenceRecord, SilenceVersion,
+    KIND_ALERTS, KIND_UNDELIVERED,
 };
 use overdue::store::{CheckSource, Store, StoreError, StoredStatus, Transition};
 
@@ -545,9 +545,14 @@ both_backends!(
             revision: 11,
         };
         store.put_silence(&s).await.unwrap();
+        let version = |revision, updated_at| SilenceVersion {
+            id: "s1".into(),
+            revision,
+            updated_at,
+        };
         assert_eq!(
-            store.silence_revisions().await.unwrap(),
-            vec![("s1".to_string(), 11)]
+            store.silence_versions().await.unwrap(),
+            vec![version(11, 5)]
         );
         s.ends_at = 40;
         s.updated_at = 6;
@@ -557,8 +562,8 @@ both_backends!(
         assert_eq!(all, vec![s.clone()]);
         // What a reader that keeps parsed silences reads: revisions, then rows by id.
         assert_eq!(
-            store.silence_revisions().await.unwrap(),
-            vec![("s1".to_string(), -3)]
+            store.silence_versions().await.unwrap(),
+            vec![version(-3, 6)]
         );
         assert_eq!(
             store

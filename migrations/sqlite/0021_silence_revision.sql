@@ -4,4 +4,4 @@
 ALTER TABLE silences ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
 -- What that reader reads first, from the index alone: with SQLite the
 -- columns after a large `matchers` value are read through its overflow pages.
-CREATE INDEX silences_revisions ON silences (starts_at, id, revision);
+CREATE INDEX silences_versions ON silences (starts_at, id, revision, updated_at);

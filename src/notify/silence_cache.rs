@@ -1,15 +1,15 @@
 //! Stored silences parsed once per change (issue #41): the API's list and
-//! the dispatcher read the silences' ids and revisions, then only the rows
-//! whose revision changed since this replica parsed them (another replica
-//! may have written them); a read never compiles every regex again, and
-//! never reads every row's matchers again.
+//! the dispatcher read the silences' versions (id, revision, `updated_at`),
+//! then only the rows whose version changed since this replica parsed them
+//! (another replica may have written them); a read never compiles every
+//! regex again, and never reads every row's matchers again.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::silence::Silence;
 use crate::domain::ping::UnixMs;
-use crate::store::notify::SilenceRecord;
+use crate::store::notify::{SilenceRecord, SilenceVersion};
 use crate::store::{Store, StoreError};
 
 /// A stored silence, parsed.
@@ -30,11 +30,14 @@ pub struct SilenceCache {
     parsed: Mutex<Parsed>,
 }
 
-/// By id: the revision parsed, and what it parsed to (`None`: invalid).
-type Parsed = HashMap<String, (i64, Option<Arc<StoredSilence>>)>;
+/// By id: the version parsed, and what it parsed to (`None`: invalid).
+type Parsed = HashMap<String, (Version, Option<Arc<StoredSilence>>)>;
+
+/// A row's revision and `updated_at`.
+type Version = (i64, UnixMs);
 
 impl SilenceCache {
-    /// Every stored silence, by `starts_at` then id: reads the revisions,
+    /// Every stored silence, by `starts_at` then id: reads the versions,
     /// then the rows that changed. A row that is not valid is logged once
     /// and left out.
     pub async fn read(
@@ -42,54 +45,56 @@ impl SilenceCache {
         store: &dyn Store,
         now: UnixMs,
     ) -> Result<Vec<Arc<StoredSilence>>, StoreError> {
-        let revisions = store.silence_revisions().await?;
-        let stale = self.stale(&revisions);
+        let versions = store.silence_versions().await?;
+        let stale = self.stale(&versions);
         let rows = if stale.is_empty() {
             Vec::new()
         } else {
             store.silences_by_id(&stale).await?
         };
-        Ok(self.update(&revisions, rows, now))
+        Ok(self.update(&versions, rows, now))
     }
 
-    /// The ids whose revision is not the one parsed.
-    fn stale(&self, revisions: &[(String, i64)]) -> Vec<String> {
+    /// The ids whose version is not the one parsed.
+    fn stale(&self, versions: &[SilenceVersion]) -> Vec<String> {
         let parsed = self.lock();
-        revisions
+        versions
             .iter()
-            .filter(|(id, rev)| !matches!(parsed.get(id), Some((seen, _)) if seen == rev))
-            .map(|(id, _)| id.clone())
+            .filter(|v| {
+                !matches!(parsed.get(&v.id), Some((seen, _)) if *seen == (v.revision, v.updated_at))
+            })
+            .map(|v| v.id.clone())
             .collect()
     }
 
     /// Parses `rows` (those [`Self::stale`] named, as just read; one
-    /// written since is taken as read), forgets what `revisions` no longer
+    /// written since is taken as read), forgets what `versions` no longer
     /// lists, and returns the silences in its order.
     fn update(
         &self,
-        revisions: &[(String, i64)],
+        versions: &[SilenceVersion],
         rows: Vec<SilenceRecord>,
         now: UnixMs,
     ) -> Vec<Arc<StoredSilence>> {
         // Parsed outside the lock: compiling a silence's regexes takes a while.
-        let fresh: Vec<(String, i64, Option<Arc<StoredSilence>>)> = rows
+        let fresh: Vec<(String, Version, Option<Arc<StoredSilence>>)> = rows
             .into_iter()
             .map(|rec| {
-                let (id, revision) = (rec.id.clone(), rec.revision);
-                (id, revision, parse(rec, now).map(Arc::new))
+                let (id, version) = (rec.id.clone(), (rec.revision, rec.updated_at));
+                (id, version, parse(rec, now).map(Arc::new))
             })
             .collect();
         let mut parsed = self.lock();
-        for (id, revision, silence) in fresh {
-            parsed.insert(id, (revision, silence));
+        for (id, version, silence) in fresh {
+            parsed.insert(id, (version, silence));
         }
-        if parsed.len() > revisions.len() {
-            let stored: HashSet<&str> = revisions.iter().map(|(id, _)| id.as_str()).collect();
+        if parsed.len() > versions.len() {
+            let stored: HashSet<&str> = versions.iter().map(|v| v.id.as_str()).collect();
             parsed.retain(|id, _| stored.contains(id.as_str()));
         }
-        revisions
+        versions
             .iter()
-            .filter_map(|(id, _)| parsed.get(id).and_then(|(_, s)| s.clone()))
+            .filter_map(|v| parsed.get(&v.id).and_then(|(_, s)| s.clone()))
             .collect()
     }
 
@@ -134,8 +139,14 @@ mod tests {
         }
     }
 
-    fn revisions(rows: &[&SilenceRecord]) -> Vec<(String, i64)> {
-        rows.iter().map(|r| (r.id.clone(), r.revision)).collect()
+    fn revisions(rows: &[&SilenceRecord]) -> Vec<SilenceVersion> {
+        rows.iter()
+            .map(|r| SilenceVersion {
+                id: r.id.clone(),
+                revision: r.revision,
+                updated_at: r.updated_at,
+            })
+            .collect()
     }
 
     #[test]
@@ -160,6 +171,13 @@ mod tests {
         let changed = cache.update(&revs, vec![a2], 0);
         assert_eq!(changed[0].silence.matchers[0].value, "data");
         assert!(Arc::ptr_eq(&first[1], &changed[1]));
+
+        // A server from before revisions changes updated_at, not the revision.
+        let mut b2 = b.clone();
+        b2.matchers = serde_json::to_string(&["team=\"db\""]).unwrap();
+        b2.updated_at += 1;
+        let revs = revisions(&[&a, &b2]);
+        assert_eq!(cache.stale(&revs), ["a", "b"]);
 
         // An invalid row is left out, and not parsed again; deleted ones are forgotten.
         let bad = record("c", &["team=~\"(\""], 1);

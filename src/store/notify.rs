@@ -206,6 +206,16 @@ pub struct SilenceRecord {
     pub revision: i64,
 }
 
+/// Which version of a stored silence a row holds: its revision, and when it
+/// was written (a server from before revisions leaves the revision as it
+/// was, but not `updated_at`).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SilenceVersion {
+    pub id: String,
+    pub revision: i64,
+    pub updated_at: UnixMs,
+}
+
 /// Storage for alert routing and delivery.
 #[async_trait]
 pub trait NotifyStore: Send + Sync {
@@ -289,9 +299,9 @@ pub trait NotifyStore: Send + Sync {
     async fn notification_counts(&self) -> Result<Vec<(String, i64)>, StoreError>;
     /// Every stored silence, by `starts_at` then id.
     async fn list_silences(&self) -> Result<Vec<SilenceRecord>, StoreError>;
-    /// Every stored silence's id and revision, in [`Self::list_silences`]'
-    /// order: what a reader that keeps parsed silences reads first.
-    async fn silence_revisions(&self) -> Result<Vec<(String, i64)>, StoreError>;
+    /// Every stored silence's version, in [`Self::list_silences`]' order:
+    /// what a reader that keeps parsed silences reads first.
+    async fn silence_versions(&self) -> Result<Vec<SilenceVersion>, StoreError>;
     /// The stored silences with these ids (in no particular order).
     async fn silences_by_id(&self, ids: &[String]) -> Result<Vec<SilenceRecord>, StoreError>;
     /// Creates or replaces a silence.
@@ -723,12 +733,14 @@ macro_rules! impl_notify_store {
                 .await?)
             }
 
-            async fn silence_revisions(
+            async fn silence_versions(
                 &self,
-            ) -> Result<Vec<(String, i64)>, $crate::store::StoreError> {
-                Ok(sqlx::query_as("SELECT id, revision FROM silences ORDER BY starts_at, id")
-                    .fetch_all(&self.pool)
-                    .await?)
+            ) -> Result<Vec<$crate::store::notify::SilenceVersion>, $crate::store::StoreError> {
+                Ok(sqlx::query_as(
+                    "SELECT id, revision, updated_at FROM silences ORDER BY starts_at, id",
+                )
+                .fetch_all(&self.pool)
+                .await?)
             }
 
             async fn silences_by_id(
