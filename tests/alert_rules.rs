@@ -5,6 +5,8 @@
 //! in CI (`CI` set), where a missing promtool is a failure: a skipped check must not
 //! look like a passing one there.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -15,24 +17,16 @@ fn path(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
-/// Runs `promtool ARGS`, or returns `None` (after saying so) when it is not installed.
-fn promtool(args: &[&str]) -> Option<Output> {
+/// Runs `promtool ARGS`; the test needs Debian's prometheus (`peers`).
+fn promtool(args: &[&str]) -> Output {
+    common::need(common::Peer::Prometheus);
     match Command::new("promtool").args(args).output() {
-        Ok(output) => Some(output),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if std::env::var_os("CI").is_some() {
-                panic!(
-                    "promtool is not installed, so the alerting rules in alerts/ cannot be \
-                     tested; install Debian's `prometheus` package (apt-get install prometheus)"
-                );
-            }
-            eprintln!(
-                "skipping: promtool not found on PATH (install Debian's `prometheus` package \
-                 to test the alerting rules in alerts/)"
-            );
-            None
-        }
-        Err(e) => panic!("could not run promtool: {e}"),
+        Ok(output) => output,
+        Err(e) => common::missing(
+            common::Peer::Prometheus,
+            &format!("promtool ({e})"),
+            "Debian's prometheus",
+        ),
     }
 }
 
@@ -60,11 +54,13 @@ fn alert_names(rules: &str) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    overdue_missing = "prometheus",
+    ignore = "needs promtool and prometheus (Debian's prometheus)"
+)]
 fn rules_file_is_valid() {
     let rules = path(RULES);
-    let Some(output) = promtool(&["check", "rules", rules.to_str().expect("UTF-8 path")]) else {
-        return;
-    };
+    let output = promtool(&["check", "rules", rules.to_str().expect("UTF-8 path")]);
     let report = describe(&output);
     assert!(
         output.status.success(),
@@ -84,11 +80,13 @@ fn rules_file_is_valid() {
 }
 
 #[test]
+#[cfg_attr(
+    overdue_missing = "prometheus",
+    ignore = "needs promtool and prometheus (Debian's prometheus)"
+)]
 fn rule_unit_tests_pass() {
     let tests = path(TESTS);
-    let Some(output) = promtool(&["test", "rules", tests.to_str().expect("UTF-8 path")]) else {
-        return;
-    };
+    let output = promtool(&["test", "rules", tests.to_str().expect("UTF-8 path")]);
     let report = describe(&output);
     assert!(
         output.status.success(),

@@ -13,7 +13,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -412,10 +412,12 @@ async fn after_an_outage_the_fallback_receiver_is_told_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn two_replicas_on_postgres_tell_once() {
-    if !common::postgres_available("two_replicas_on_postgres_tell_once") {
-        return;
-    }
+    common::need_postgres();
     let began = Instant::now();
     let s = Setup::new(Backend::Postgres).await;
     let a = ChildServer::spawn(&s.config);
@@ -466,22 +468,6 @@ async fn two_replicas_on_postgres_tell_once() {
     );
 }
 
-const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
-
-/// `overdue serve` under libfaketime, its wall clock offset by what `offset`
-/// holds (read at every call); the monotonic clock is left alone.
-fn spawn_faked(config: &Path, offset: &Path) -> ChildServer {
-    ChildServer::spawn_env(
-        config,
-        &[
-            ("LD_PRELOAD", LIBFAKETIME.as_ref()),
-            ("FAKETIME_TIMESTAMP_FILE", offset.as_os_str()),
-            ("FAKETIME_NO_CACHE", "1".as_ref()),
-            ("DONT_FAKE_MONOTONIC", "1".as_ref()),
-        ],
-    )
-}
-
 async fn metric(http: &reqwest::Client, server: &ChildServer, series: &str) -> f64 {
     let text = http
         .get(format!("{}/metrics", server.base))
@@ -497,16 +483,16 @@ async fn metric(http: &reqwest::Client, server: &ChildServer, series: &str) -> f
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "faketime",
+    ignore = "needs libfaketime (Debian's faketime)"
+)]
 async fn a_wall_clock_step_while_running_is_counted_and_no_blind_spot() {
-    if !Path::new(LIBFAKETIME).exists() {
-        common::peer_missing("a_wall_clock_step_while_running", "libfaketime", "faketime");
-        return;
-    }
     let began = Instant::now();
     let s = Setup::new(Backend::Sqlite).await;
     let offset = s.db.dir.path().join("faketime");
     std::fs::write(&offset, "+0\n").unwrap();
-    let server = spawn_faked(&s.config, &offset);
+    let server = ChildServer::spawn_faked(&s.config, &offset);
     let inside = s
         .create(&server, json!({"slug": "nightly-export", "interval": "3s"}))
         .await;

@@ -658,10 +658,12 @@ both_backends!(label_badges_follow_label_changes, |backend| async move {
 /// Replicas share the secret, and a label made on one is a badge on the
 /// other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn replicas_share_the_page_key() {
-    if !common::postgres_available("replicas_share_the_page_key") {
-        return;
-    }
+    common::need_postgres();
     let a = TestServer::start(Backend::Postgres, "").await;
     let b = TestServer::start_on(a.db.alias(), "").await;
     a.create_check(json!({"slug": "a", "labels": {"team": "data"}}))
@@ -780,12 +782,14 @@ both_backends!(config_file_silences_keep_their_rule, |backend| async move {
 
 both_backends!(
     healthchecks_curl_examples_still_create_checks,
+    needs = [curl],
     |backend| async move {
         let s = TestServer::start(
             backend,
             "[[api_keys]]\nname = \"rw\"\nscope = \"write\"\nkey = \"hc-style-key-0123\"\n",
         )
         .await;
+        common::need(common::Peer::Curl);
         // healthchecks' docs: `curl URL --header "X-Api-Key: …" --data '{…}'`,
         // which curl sends as a form. A page cannot send X-Api-Key without a
         // preflight, so v3 reads the body as healthchecks does.

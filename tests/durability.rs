@@ -175,11 +175,13 @@ async fn readiness_reports_the_database() {
 /// SQLite is a file the process holds open: its readiness query never
 /// leaves the process, so it has no "unreachable" state to test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn readiness_follows_a_postgres_outage() {
     use common::gate::{Mode, Protocol, TcpGate};
-    if !common::postgres_available("readiness_follows_a_postgres_outage") {
-        return;
-    }
+    common::need_postgres();
     let mut db = TestDb::new(Backend::Postgres).await;
     // postgres://user@host:port/db: the gate stands in for host:port.
     let (scheme, rest) = db.url.split_once("://").unwrap();
@@ -224,11 +226,13 @@ async fn readiness_follows_a_postgres_outage() {
 /// setting of each connection, not of the file, and the store lends none of
 /// its connections, so the test counts the real binary's syncs with strace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "strace",
+    ignore = "needs strace allowed to trace (Debian's strace)"
+)]
 async fn sqlite_synchronous_full_syncs_the_wal_at_every_commit() {
     const PINGS: usize = 30;
-    if !strace_works() {
-        return;
-    }
+    need_strace();
     let normal = wal_syncs("normal", PINGS).await;
     let full = wal_syncs("full", PINGS).await;
     eprintln!("WAL syncs over a run with {PINGS} pings: {full} with FULL, {normal} with NORMAL");
@@ -264,26 +268,22 @@ async fn sqlite_synchronous_is_read_back_from_every_connection_that_commits() {
     }
 }
 
-/// Whether strace is installed and may trace its own child here (a
+/// Fails unless strace is installed and may trace its own child here (a
 /// container's seccomp profile may forbid ptrace).
-fn strace_works() -> bool {
-    let test = "the sqlite_synchronous test";
-    if !common::peer_available(test, "strace", "Debian's strace") {
-        return false;
-    }
+fn need_strace() {
+    common::need_program(common::Peer::Strace, "strace", "Debian's strace");
     let out = std::process::Command::new("strace")
         .args(["-f", "-qq", "-o", "/dev/null", "true"])
         .output()
         .expect("run strace");
     if !out.status.success() {
         let said = String::from_utf8_lossy(&out.stderr);
-        common::peer_missing(
-            test,
+        common::missing(
+            common::Peer::Strace,
             &format!("a strace that may trace ({})", said.trim()),
             "Debian's strace, and ptrace allowed",
         );
     }
-    out.status.success()
 }
 
 /// How many times the server synced its WAL file over a whole run (start,

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::lease::{self, assert_terms_follow_each_other};
 use common::sinks::{Behaviour, Request, WebhookSink};
-use common::{client, postgres_available, write_config, Backend, ChildServer, TestDb};
+use common::{client, write_config, Backend, ChildServer, TestDb};
 use rand::Rng;
 use serde_json::{json, Value};
 use sqlx::Connection;
@@ -114,10 +114,12 @@ async fn wait_announced(hook: &WebhookSink, check: &str, status: &str, n: usize)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn three_replicas_announce_every_incident_once_across_leader_kills() {
-    if !postgres_available("three_replicas…") {
-        return;
-    }
+    common::need_postgres();
     let db = TestDb::new(Backend::Postgres).await;
     let hook = WebhookSink::start().await;
     let path = write_config(db.dir.path(), &config(&db, &hook, "1s", ""));
@@ -239,10 +241,12 @@ async fn three_replicas_announce_every_incident_once_across_leader_kills() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn a_frozen_leader_starts_no_delivery_after_losing_its_lease() {
-    if !postgres_available("a_frozen_leader…") {
-        return;
-    }
+    common::need_postgres();
     let db = TestDb::new(Backend::Postgres).await;
     let hook = WebhookSink::start().await;
     // The receiver keeps asking to come back later, so a notification stays
@@ -378,10 +382,12 @@ async fn a_frozen_leader_starts_no_delivery_after_losing_its_lease() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn sigterm_hands_the_lease_over_at_once() {
-    if !postgres_available("sigterm_hands_the_lease_over_at_once") {
-        return;
-    }
+    common::need_postgres();
     let db = TestDb::new(Backend::Postgres).await;
     let hook = WebhookSink::start().await;
     // A long TTL: a successor that waited for it would take over only when

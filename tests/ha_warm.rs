@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::lease;
 use common::sinks::WebhookSink;
-use common::{client, postgres_available, write_config, Backend, ChildServer, TestDb};
+use common::{client, write_config, Backend, ChildServer, TestDb};
 use serde_json::json;
 
 /// A hang guard, not a service level (see [`common::HANG_GUARD`]).
@@ -88,10 +88,12 @@ fn flips(slug: &str, status: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn a_warm_follower_takes_over_with_what_changed_while_it_followed() {
-    if !postgres_available("a_warm_follower_takes_over_with_what_changed_while_it_followed") {
-        return;
-    }
+    common::need_postgres();
     let db = TestDb::new(Backend::Postgres).await;
     let hook = WebhookSink::start().await;
     let path = write_config(db.dir.path(), &config(&db, &hook));

@@ -9,20 +9,20 @@ use std::process::Command;
 use common::sinks::SYSTEM_PYTHON;
 use common::TestServer;
 
-/// Whether Debian's python3 has the client; under `CI` it must.
-fn have_client() -> bool {
+/// Fails unless Debian's python3 has the client (`peers`).
+fn need_client() {
+    common::need(common::Peer::HealthchecksIo);
     let ok = Command::new(SYSTEM_PYTHON)
         .args(["-c", "import healthchecks_io"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        common::peer_missing(
-            "hc_client",
+        common::missing(
+            common::Peer::HealthchecksIo,
             "the healthchecks_io module of /usr/bin/python3",
             "healthchecks-io from PyPI",
         );
     }
-    ok
 }
 
 /// Pings each check with the client, pauses it at once, and prints what
@@ -43,10 +43,9 @@ for uuid in sys.argv[2:]:
 
 both_backends!(
     pause_check_right_after_a_ping_returns_a_paused_check,
+    needs = [healthchecks_io],
     |backend| async move {
-        if !have_client() {
-            return;
-        }
+        need_client();
         let s = TestServer::start(backend, "").await;
         let mut uuids = Vec::new();
         for i in 0..5 {

@@ -3,6 +3,8 @@
 //! renew, unlock, skip) and records what it gets, and with no server at all
 //! for what happens to the command (time limit, signals, parent death).
 
+mod common;
+
 use std::collections::VecDeque;
 use std::path::Path;
 use std::process::{Output, Stdio};
@@ -11,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use common::HANG_GUARD;
 use serde_json::json;
 
 /// How long a test waits for something that must happen before it calls it
 /// a hang (never a service level).
-const HANG_GUARD: Duration = Duration::from_secs(60);
 const UUID: &str = "5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0";
 
 fn overdue_command(args: &[&str]) -> tokio::process::Command {
@@ -66,6 +68,21 @@ async fn wait_for_file(path: &Path) -> String {
 }
 
 /// Whether a process runs (a zombie does not count: it waits only to be reaped).
+/// Whether `pid` still runs after the hang guard (then it is killed, as
+/// the test's own leftover); false as soon as it is gone.
+async fn outlives_the_hang_guard(pid: i32) -> bool {
+    let started = Instant::now();
+    while running(pid) {
+        if started.elapsed() >= HANG_GUARD {
+            // SAFETY: kill(2) on the test's own leftover.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
 fn running(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => false,
@@ -327,16 +344,37 @@ async fn once_alone_skips_quiet_hours_without_a_lock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_lock_is_renewed_at_a_third_of_its_ttl_and_released_after_the_outcome() {
-    // 900 ms: a renewal every 300 ms while the command runs 1.5 s.
+    // 900 ms: a renewal every 300 ms while the command runs, until the
+    // fake has seen three renewals and lets it end.
     let fake = Fake::start(seat(900), due(true, "due")).await;
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
+    let go = dir.path().join("go");
     let script = format!(
-        "echo $OVERDUE_LOCK_TOKEN > {}; sleep 1.5; echo done",
-        token.display()
+        "echo $OVERDUE_LOCK_TOKEN > {}; while [ ! -e {} ]; do sleep 0.05; done; echo done",
+        token.display(),
+        go.display()
     );
     let url = fake.url();
-    let o = overdue(&["run", "--once", "--lock", &url, "--", "sh", "-c", &script]).await;
+    let child = overdue_command(&["run", "--once", "--lock", &url, "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while fake
+        .requests()
+        .iter()
+        .filter(|q| q.endpoint == "/lock" && q.param("token").is_some())
+        .count()
+        < 3
+    {
+        assert!(started.elapsed() < HANG_GUARD, "hang guard: three renewals");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::write(&go, "").unwrap();
+    let o = tokio::time::timeout(HANG_GUARD, child.wait_with_output())
+        .await
+        .expect("hang guard: overdue did not exit")
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(std::fs::read_to_string(&token).unwrap(), "41\n");
     let r = fake.requests();
@@ -346,7 +384,6 @@ async fn a_held_lock_is_renewed_at_a_third_of_its_ttl_and_released_after_the_out
         .iter()
         .filter(|q| q.endpoint == "/lock" && q.param("token").is_some())
         .collect();
-    // Five or so in 1.5 s; three is the least a 300 ms period gives even on a slow machine.
     assert!(renewals.len() >= 3, "{names:?}");
     assert!(renewals
         .iter()
@@ -397,13 +434,8 @@ async fn a_lost_lock_stops_the_command_and_reports_a_failure() {
     let finished = dir.path().join("finished");
     let script = format!("sleep 30; touch {}", finished.display());
     let url = fake.url();
-    let began = Instant::now();
     let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", &script]).await;
-    assert!(
-        began.elapsed() < Duration::from_secs(20),
-        "{:?}",
-        began.elapsed()
-    );
+    // Stopped: let finish, it would have touched `finished` after 30 s.
     assert!(!finished.exists());
     let code = o.status.code().unwrap();
     assert_ne!(code, 0, "{}", err(&o));
@@ -777,15 +809,7 @@ async fn a_killed_guard_leaves_no_command_running() {
     let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
     assert!(running(pid));
     guard.kill().await.unwrap(); // SIGKILL: no chance to clean up
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while running(pid) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let survived = running(pid);
-    if survived {
-        // SAFETY: kill(2) on the test's own leftover.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-    }
+    let survived = outlives_the_hang_guard(pid).await;
     assert!(!survived, "the command outlived overdue run (kill -9)");
 }
 
@@ -818,15 +842,7 @@ async fn a_killed_guard_leaves_no_grandchild_running() {
     let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
     assert!(running(pid));
     guard.kill().await.unwrap(); // SIGKILL: no chance to clean up
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while running(pid) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let survived = running(pid);
-    if survived {
-        // SAFETY: kill(2) on the test's own leftover.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-    }
+    let survived = outlives_the_hang_guard(pid).await;
     assert!(
         !survived,
         "the command's child outlived overdue run (kill -9)"
@@ -840,8 +856,11 @@ async fn what_a_command_leaves_behind_when_it_ends_is_not_killed() {
     let url = closed_url();
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("bg.pid");
+    let beats = dir.path().join("beats");
+    // The background process beats: it appends a line every 50 ms.
     let script = format!(
-        "sleep 300 >/dev/null 2>&1 & echo $! > {}",
+        "(while :; do echo . >> {}; sleep 0.05; done) >/dev/null 2>&1 & echo $! > {}",
+        beats.display(),
         pidfile.display()
     );
     let o = overdue(&[
@@ -859,9 +878,20 @@ async fn what_a_command_leaves_behind_when_it_ends_is_not_killed() {
     .await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
-    // Long enough for a watcher left behind to act on overdue run's exit.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let alive = running(pid);
+    // It beats on after overdue run ended: three more beats than when it
+    // exited (killed, it would beat no more, and the hang guard would end
+    // the wait).
+    let beats_at = |p: &Path| std::fs::read_to_string(p).map_or(0, |s| s.len());
+    let at_exit = beats_at(&beats);
+    let started = Instant::now();
+    let mut alive = true;
+    while beats_at(&beats) < at_exit + 3 {
+        if started.elapsed() >= HANG_GUARD {
+            alive = false;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // SAFETY: kill(2) on the test's own leftover.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     assert!(

@@ -90,6 +90,15 @@ where
     }
 }
 
+/// An instant the API gave (RFC 3339).
+fn instant(v: &Value) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339(
+        v.as_str().unwrap_or_else(|| panic!("not an instant: {v}")),
+    )
+    .unwrap()
+    .to_utc()
+}
+
 fn ping_url(s: &TestServer, uuid: &str) -> String {
     s.url(&format!("/ping/{uuid}"))
 }
@@ -210,7 +219,7 @@ both_backends!(
             out.display()
         );
         let mut holder = start_run(
-            &["--once", "--lock", "--lock-ttl", "5s"],
+            &["--once", "--lock", "--lock-ttl", "15s"],
             &url,
             &script,
             dir.path(),
@@ -237,7 +246,6 @@ both_backends!(
             }
         })
         .await;
-        let killed_at = Instant::now();
         holder.kill().expect("SIGKILL overdue run");
         let _ = holder.wait();
         // The job dies with its guard (a parent-death signal).
@@ -248,7 +256,10 @@ both_backends!(
         })
         .await;
 
-        // While the TTL lasts, nobody else runs.
+        // While the TTL lasts, nobody else runs: the other process is told
+        // the seat is taken, before the seat's expiry as the server stored it.
+        let v = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
+        let expires = instant(&v["locks"][0]["expires"]);
         let quiet_script = format!("echo other >> {}", out.display());
         let (code, err) = finish_all(vec![start_run(
             &["--once", "--lock"],
@@ -259,14 +270,15 @@ both_backends!(
         .await
         .remove(0);
         assert_eq!(code, 0, "{err}");
-        assert!(
-            killed_at.elapsed() < Duration::from_secs(5),
-            "still within the TTL"
-        );
         assert_eq!(lines(&out), ["run"]);
         let log = pings(&s, &uuid).await;
         assert_eq!(log[0]["type"], "skip");
         assert!(log[0]["reason"].as_str().unwrap().starts_with("locked by "));
+        assert!(
+            instant(&log[0]["date"]) < expires,
+            "skipped at {} with the seat expiring at {expires}",
+            log[0]["date"]
+        );
 
         // The killed run is caught by max_runtime.
         eventually("max_runtime closed the killed run", || {
@@ -291,10 +303,17 @@ both_backends!(
         })
         .await;
 
-        // After the TTL, the slot (still due: no success) runs on another process.
-        while killed_at.elapsed() < Duration::from_millis(5_500) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        // After the TTL (the server holds no seat), the slot (still due: no
+        // success) runs on another process.
+        eventually("the killed holder's seat expired", || {
+            let s = &s;
+            let uuid = uuid.clone();
+            async move {
+                let v = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
+                v["locks"].as_array().is_some_and(Vec::is_empty)
+            }
+        })
+        .await;
         let (code, err) = finish_all(vec![start_run(
             &["--once", "--lock"],
             &url,
@@ -332,7 +351,6 @@ both_backends!(
             token_file.display(),
             done.display()
         );
-        let started = Instant::now();
         let run = start_run(&["--lock", "--lock-ttl", "3s"], &url, &script, dir.path());
         eventually("the job wrote its token", || {
             let p = token_file.clone();
@@ -351,10 +369,7 @@ both_backends!(
             .unwrap();
         assert_eq!(r.status(), 200);
         let (code, err) = finish_all(vec![run]).await.remove(0);
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "stopped, not let finish"
-        );
+        // Stopped, not let finish: it would have touched `done` after 20 s.
         assert!(!done.exists(), "the job was stopped");
         assert_ne!(code, 0, "{err}");
         let log = pings(&s, &uuid).await;
@@ -365,17 +380,19 @@ both_backends!(
             log[0]
         );
 
-        // A job that ignores SIGTERM: killed after the grace, exit 124.
-        let started = Instant::now();
+        // A job that ignores SIGTERM (and so does its sleep, which inherits
+        // that): killed after the grace, exit 124. Let finish, it would have
+        // touched `finished` after 30 s.
+        let finished = dir.path().join("finished");
         let run = start_run(
             &["--timeout", "1s", "--kill-grace", "1s"],
             &url,
-            "trap '' TERM; sleep 30",
+            &format!("trap '' TERM; sleep 30; touch {}", finished.display()),
             dir.path(),
         );
         let (code, err) = finish_all(vec![run]).await.remove(0);
         assert_eq!(code, 124, "{err}");
-        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(!finished.exists(), "the job was killed");
         let log = pings(&s, &uuid).await;
         assert_eq!(log[0]["type"], "fail");
         assert!(

@@ -157,18 +157,9 @@ fn key_of(c: &Value) -> String {
     c["unique_key"].as_str().unwrap().to_string()
 }
 
-/// Whether a required external program is there; in CI it must be.
-fn have(program: &str) -> bool {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        common::peer_missing(program, program, "Debian's prometheus");
-    }
-    found
+/// Fails unless Debian's prometheus is installed (`peers`).
+fn need_prometheus(program: &str) {
+    common::need_program(common::Peer::Prometheus, program, "Debian's prometheus");
 }
 
 both_backends!(per_check_series_follow_the_checks, |backend| async move {
@@ -625,10 +616,12 @@ both_backends!(a_selector_limits_per_check_series, |backend| async move {
 });
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "prometheus",
+    ignore = "needs promtool and prometheus (Debian's prometheus)"
+)]
 async fn promtool_finds_no_problem_in_a_real_scrape() {
-    if !have("promtool") {
-        return;
-    }
+    need_prometheus("promtool");
     let hook = WebhookSink::start().await;
     let toml = format!(
         "[metrics]\nlabels = [\"team\", \"tier\"]\n\n[[receivers]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{}\"\n\n[route]\nreceiver = \"hook\"\ngroup_wait = \"100ms\"\n",
@@ -832,10 +825,12 @@ fn has(alerts: &[(String, String, String, Value)], name: &str, check: &str, stat
 /// silent one makes `OverdueCheckStale` pending (its `for` is 2m), nothing
 /// else fires on a healthy server, and both clear once the jobs ping again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "prometheus",
+    ignore = "needs promtool and prometheus (Debian's prometheus)"
+)]
 async fn prometheus_fires_the_shipped_alerts_and_clears_them_after_pings() {
-    if !have("prometheus") {
-        return;
-    }
+    need_prometheus("prometheus");
     let s = TestServer::start(Backend::Sqlite, "").await;
     // Down after 2 s without a ping (interval 1 s, grace one interval).
     let fast = s

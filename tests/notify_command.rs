@@ -163,16 +163,14 @@ async fn exit_75_is_retried_other_exits_are_permanent_and_arguments_are_redacted
 async fn a_program_past_its_timeout_is_killed_and_retried() {
     let dir = tempfile::tempdir().unwrap();
     let pid = dir.path().join("pid");
-    let script = format!("echo $$ > {}; exec sleep 30", pid.display());
+    let script = format!("echo $$ > {}; exec sleep 300", pid.display());
     let r = command(&["sh", "-c", &script], "timeout = \"500ms\"");
-    let started = std::time::Instant::now();
     match r.send(&ctx(), &message(AlertStatus::Firing)).await {
         Err(SendError::Recoverable { message, .. }) => {
             assert!(message.contains("timed out"), "{message}")
         }
         other => panic!("timeout: {other:?}"),
     }
-    assert!(started.elapsed() < Duration::from_secs(10));
     let pid: i32 = std::fs::read_to_string(&pid)
         .unwrap()
         .trim()
@@ -181,23 +179,21 @@ async fn a_program_past_its_timeout_is_killed_and_retried() {
     let gone = || {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !gone() && std::time::Instant::now() < deadline {
+    // Killed, not left to sleep its 300 s: gone within the hang guard.
+    let started = std::time::Instant::now();
+    while !gone() && started.elapsed() < common::HANG_GUARD {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(gone(), "the program was killed");
 }
 
 #[tokio::test]
+#[cfg_attr(
+    overdue_missing = "apprise",
+    ignore = "needs the apprise CLI (PyPI's apprise)"
+)]
 async fn apprise_delivers_through_its_json_notifier() {
-    let Some(apprise) = common::find_program("apprise") else {
-        common::peer_missing(
-            "apprise_delivers_through_its_json_notifier",
-            "apprise",
-            "apprise (PyPI)",
-        );
-        return;
-    };
+    let apprise = common::need_program(common::Peer::Apprise, "apprise", "apprise (PyPI)");
     let sink = WebhookSink::start().await;
     let url = sink.url("/notify").replace("http://", "json://");
     let apprise = apprise.display().to_string();

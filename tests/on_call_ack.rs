@@ -82,6 +82,7 @@ fn ack_link(server: &TestServer, body: &Value, check: &str) -> String {
 
 /// curl, as a person following the link would: (status, body).
 fn curl(args: &[&str]) -> (u16, String) {
+    common::need(common::Peer::Curl);
     let out = Command::new("curl")
         .args(["-sS", "--noproxy", "*", "-w", "\n%{http_code}"])
         .args(args)
@@ -99,23 +100,34 @@ async fn call(hook: &WebhookSink, n: usize) -> Value {
     calls[n - 1].json()
 }
 
-/// Asserts that no further webhook call comes within `d`.
-async fn quiet_for(hook: &WebhookSink, d: Duration) {
-    let before = hook.requests().len();
-    tokio::time::sleep(d).await;
-    let after = hook.requests();
-    assert_eq!(
-        after.len(),
-        before,
-        "no call expected: {:#?}",
-        after[before..]
-            .iter()
-            .map(Request::json)
-            .collect::<Vec<_>>()
-    );
+fn config(hook: &WebhookSink, smtp: Option<&SmtpSink>) -> String {
+    config_ticking(hook, smtp, None)
 }
 
-fn config(hook: &WebhookSink, smtp: Option<&SmtpSink>) -> String {
+/// [`config`], and with `ticker` the check "ticker" goes to that receiver
+/// alone, in a group of its own: its reminders, every repeat_interval, are
+/// a clock of the server's own that a test can wait on.
+fn config_ticking(
+    hook: &WebhookSink,
+    smtp: Option<&SmtpSink>,
+    ticker: Option<&WebhookSink>,
+) -> String {
+    let ticker = ticker.map_or(String::new(), |t| {
+        format!(
+            r#"
+[[receivers]]
+name = "ticker"
+type = "webhook"
+url = "{}"
+
+[[route.routes]]
+matchers = ['check="ticker"']
+receiver = "ticker"
+group_by = ["check"]
+"#,
+            t.url("/ticker")
+        )
+    });
     let mail = smtp.map_or(String::new(), |s| {
         format!(
             r#"
@@ -150,17 +162,22 @@ group_by = ["alertname"]
 group_wait = "300ms"
 group_interval = "500ms"
 repeat_interval = "3s"
-{mail}"#,
+{ticker}{mail}"#,
         url = hook.url("/hook"),
     )
 }
 
 both_backends!(
     an_acknowledged_incident_is_left_out_of_reminders_and_resolves,
+    needs = [aiosmtpd, curl],
     |backend| async move {
         let hook = WebhookSink::start().await;
         let smtp = SmtpSink::start(SmtpOptions::default());
-        let server = TestServer::start(backend, &config(&hook, smtp.as_ref())).await;
+        let ticks = WebhookSink::start().await;
+        let toml = config_ticking(&hook, Some(&smtp), Some(&ticks));
+        let server = TestServer::start(backend, &toml).await;
+        let ticker = create(&server, "ticker").await;
+        ping(&server, &format!("/ping/{ticker}/fail")).await;
         let a = create(&server, "a").await;
         let b = create(&server, "b").await;
         ping(&server, &format!("/ping/{a}/fail")).await;
@@ -254,7 +271,16 @@ both_backends!(
         assert_eq!(r.status(), 200);
         let v: Value = r.json().await.unwrap();
         assert_eq!(v["acknowledged"]["by"], "bob", "{v:#}");
-        quiet_for(&hook, Duration::from_secs(7)).await;
+        // Two reminders of the ticker later (repeat_interval each), still
+        // no call: the group's reminders are owed as often.
+        let calls = hook.requests().len();
+        let ticked = ticks.requests().len();
+        ticks.wait_for(ticked + 2, WAIT).await;
+        assert_eq!(
+            hook.requests().len(),
+            calls,
+            "a reminder of acknowledged alerts"
+        );
 
         // a recovers: its resolve is sent, b still listed as acknowledged.
         let n = hook.requests().len();
@@ -275,23 +301,21 @@ both_backends!(
         assert_ne!(ack_link(&server, &again, "a"), link_a);
 
         // Mail: the link in the first mail, "Acknowledged" in a later one.
-        if let Some(smtp) = smtp {
-            let mails = smtp.wait_for(4, WAIT).await;
-            let text = |m: &common::sinks::SmtpMessage| m.text.clone().unwrap_or_default();
-            let first_mail = text(&mails[0]);
-            assert!(
-                first_mail.contains(&format!("acknowledge: {BASE_URL}/ack/{id_a}.")),
-                "{first_mail}"
-            );
-            assert!(
-                mails
-                    .iter()
-                    .any(|m| text(m).contains("Acknowledged (1):")
-                        && text(m).contains("a — by ana at")),
-                "{:#?}",
-                mails.iter().map(text).collect::<Vec<_>>()
-            );
-        }
+        let mails = smtp.wait_for(4, WAIT).await;
+        let text = |m: &common::sinks::SmtpMessage| m.text.clone().unwrap_or_default();
+        let first_mail = text(&mails[0]);
+        assert!(
+            first_mail.contains(&format!("acknowledge: {BASE_URL}/ack/{id_a}.")),
+            "{first_mail}"
+        );
+        assert!(
+            mails
+                .iter()
+                .any(|m| text(m).contains("Acknowledged (1):")
+                    && text(m).contains("a — by ana at")),
+            "{:#?}",
+            mails.iter().map(text).collect::<Vec<_>>()
+        );
         server.stop().await;
     }
 );
@@ -418,12 +442,13 @@ both_backends!(
 /// taken there stops the leader's reminders, and taking it back there starts
 /// them again at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
+#[cfg_attr(overdue_missing = "curl", ignore = "needs curl")]
 async fn postgres_a_link_acknowledged_on_another_replica_stops_the_leaders_reminders() {
-    if !common::postgres_available(
-        "postgres_a_link_acknowledged_on_another_replica_stops_the_leaders_reminders",
-    ) {
-        return;
-    }
+    common::need_postgres();
     let hook = WebhookSink::start().await;
     let db = common::TestDb::new(common::Backend::Postgres).await;
     let extra = format!(
@@ -445,35 +470,54 @@ async fn postgres_a_link_acknowledged_on_another_replica_stops_the_leaders_remin
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let other = common::ChildServer::spawn(&path);
-    let r = http
-        .post(format!("{}/api/v1/checks", other.base))
-        .json(&json!({"slug": "far", "interval": "1h"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let uuid = r.json::<Value>().await.unwrap()["uuid"]
-        .as_str()
+    // far is acknowledged and taken back; control, in the same group, never
+    // is: its reminders, every repeat_interval (3s), are the clock the test
+    // reads the leader's reminders of far by.
+    let mut uuids = Vec::new();
+    for slug in ["far", "control"] {
+        let r = http
+            .post(format!("{}/api/v1/checks", other.base))
+            .json(&json!({"slug": slug, "interval": "1h"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let uuid = r.json::<Value>().await.unwrap()["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let r = http
+            .get(format!("{}/ping/{uuid}/fail", other.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        uuids.push(uuid);
+    }
+    let (n, first) = call_where(&hook, 1, |b| checks(b, "firing") == ["control", "far"]).await;
+    let link = first["alerts"]
+        .as_array()
         .unwrap()
-        .to_string();
-    let r = http
-        .get(format!("{}/ping/{uuid}/fail", other.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let first = call(&hook, 1).await;
-    assert_eq!(checks(&first, "firing"), ["far"], "{first:#}");
-    let link = first["alerts"][0]["annotations"]["acknowledge"]
+        .iter()
+        .find(|a| a["labels"]["check"] == "far")
+        .unwrap()["annotations"]["acknowledge"]
         .as_str()
         .unwrap()
         .replace(BASE_URL, &other.base);
     let (status, page) = curl(&["-d", "by=ana", &link]);
     assert_eq!(status, 200, "{page}");
-    // repeat_interval is 3s: no reminder in twice that.
-    quiet_for(&hook, Duration::from_secs(7)).await;
-    // Taken back on the other replica: the leader reminds at its next flush,
-    // long before its 30 s resync would tell it.
+    // Acknowledged on the other replica: the leader's next two reminders
+    // (every flush reads acknowledgements again) list control firing and
+    // far acknowledged, not firing.
+    let reminders = hook.wait_for(n + 2, WAIT).await;
+    for r in &reminders[n..] {
+        let body = r.json();
+        assert_eq!(checks(&body, "firing"), ["control"], "{body:#}");
+        assert_eq!(acked_checks(&body), ["far"], "{body:#}");
+    }
+    // Taken back on the other replica: the leader reminds of far at its
+    // next flush, long before its 30 s resync (ten reminders of control)
+    // would tell it: by control's second reminder after.
     let v: Value = http
         .get(format!("{}/api/v1/checks/far/incidents", other.base))
         .send()
@@ -489,15 +533,37 @@ async fn postgres_a_link_acknowledged_on_another_replica_stops_the_leaders_remin
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let calls = hook.wait_for(2, Duration::from_secs(4)).await;
-    assert_eq!(checks(&calls[1].json(), "firing"), ["far"]);
+    let taken_back = hook.requests().len();
+    let far_firing = |b: &Value| checks(b, "firing").iter().any(|c| c == "far");
+    let (n, _) = call_where(&hook, taken_back + 1, far_firing).await;
+    assert!(
+        n <= taken_back + 2,
+        "far was reminded of only at call {n}, {} calls after it was taken back",
+        n - taken_back
+    );
     // The resolve still comes, from the leader.
     let r = http
-        .get(format!("{}/ping/{uuid}", other.base))
+        .get(format!("{}/ping/{}", other.base, uuids[0]))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let resolve = call(&hook, 3).await;
-    assert_eq!(checks(&resolve, "resolved"), ["far"], "{resolve:#}");
+    call_where(&hook, n + 1, |b| checks(b, "resolved") == ["far"]).await;
+}
+
+/// Waits for the first webhook call from the `from`th on (counting from 1)
+/// whose body satisfies `pred`; returns its number and body.
+async fn call_where(
+    hook: &WebhookSink,
+    from: usize,
+    pred: impl Fn(&Value) -> bool,
+) -> (usize, Value) {
+    let mut n = from;
+    loop {
+        let body = call(hook, n).await;
+        if pred(&body) {
+            return (n, body);
+        }
+        n += 1;
+    }
 }

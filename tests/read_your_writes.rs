@@ -627,12 +627,12 @@ async fn status_of(http: &reqwest::Client, url: String) -> u16 {
 /// PostgreSQL, two replicas: a pause answered by one is in the other's
 /// metrics (the leader renders per-check series) as soon as it is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn postgres_a_write_on_one_replica_is_in_the_leaders_metrics_at_once() {
-    if !common::postgres_available(
-        "postgres_a_write_on_one_replica_is_in_the_leaders_metrics_at_once",
-    ) {
-        return;
-    }
+    common::need_postgres();
     let (_db, path) = replica_config("heartbeat_period = \"500ms\"\nlease_ttl = \"3s\"").await;
     let leader = common::ChildServer::spawn(&path);
     let http = common::client();
@@ -695,12 +695,12 @@ async fn postgres_a_write_on_one_replica_is_in_the_leaders_metrics_at_once() {
 /// other stops routing pings to it by its old uuid or slug (it used to
 /// acknowledge them from memory until it restarted, and drop them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn postgres_a_check_deleted_or_renamed_on_one_replica_stops_taking_pings_on_the_other() {
-    if !common::postgres_available(
-        "postgres_a_check_deleted_or_renamed_on_one_replica_stops_taking_pings_on_the_other",
-    ) {
-        return;
-    }
+    common::need_postgres();
     let (_db, path) = replica_config("").await;
     let a = common::ChildServer::spawn(&path);
     let b = common::ChildServer::spawn(&path);
@@ -755,12 +755,12 @@ async fn postgres_a_check_deleted_or_renamed_on_one_replica_stops_taking_pings_o
 /// missed a delete or a rename; it reads its routes again, so it does not go
 /// on routing pings by the old uuid or slug.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn postgres_a_replica_that_may_have_missed_changes_reads_its_routes_again() {
-    if !common::postgres_available(
-        "postgres_a_replica_that_may_have_missed_changes_reads_its_routes_again",
-    ) {
-        return;
-    }
+    common::need_postgres();
     let (db, path) = replica_config("").await;
     let a = common::ChildServer::spawn(&path);
     let http = common::client();

@@ -440,10 +440,12 @@ both_backends!(sighup_reloads_a_running_server, |backend| async move {
 /// Replicas of one deployment start together with the same file: both
 /// reconcile it, neither fails, and each check exists once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn replicas_starting_together_reconcile_the_same_file() {
-    if !common::postgres_available("replicas_starting_together_reconcile_the_same_file") {
-        return;
-    }
+    common::need_postgres();
     let db = TestDb::new(Backend::Postgres).await;
     let mut checks = String::new();
     for i in 0..20 {

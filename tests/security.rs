@@ -642,12 +642,11 @@ async fn secrets_stay_out_of_json_logs_responses_and_metrics() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn secrets_stay_out_with_a_postgres_password() {
-    if common::postgres_base_url().is_none() {
-        assert!(std::env::var_os("CI").is_none(), "CI needs PostgreSQL");
-        eprintln!("skipping: OVERDUE_TEST_POSTGRES_URL is not set");
-        return;
-    }
     secrets_stay_secret(Backend::Postgres, "text").await;
 }
 

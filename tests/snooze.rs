@@ -422,14 +422,15 @@ async fn the_cli_snoozes_and_says_until_when() {
     s.stop().await;
 }
 
-both_backends!(python_urllib_snoozes_a_check, |backend| async move {
-    if !common::peer_available("urllib snooze test", "/usr/bin/python3", "python3") {
-        return;
-    }
-    let s = TestServer::start(backend, "").await;
-    let c = s.create_check(json!({"slug": "nightly"})).await;
-    let uuid = c["uuid"].as_str().unwrap().to_string();
-    const SCRIPT: &str = r#"
+both_backends!(
+    python_urllib_snoozes_a_check,
+    needs = [python3],
+    |backend| async move {
+        common::need_program(common::Peer::Python3, "/usr/bin/python3", "python3");
+        let s = TestServer::start(backend, "").await;
+        let c = s.create_check(json!({"slug": "nightly"})).await;
+        let uuid = c["uuid"].as_str().unwrap().to_string();
+        const SCRIPT: &str = r#"
 import sys, urllib.error, urllib.request
 try:
     with urllib.request.urlopen(sys.argv[1], timeout=30) as r:
@@ -437,43 +438,46 @@ try:
 except urllib.error.HTTPError as e:
     print(e.code, e.headers.get("Content-Type"), e.read().decode())
 "#;
-    let run = |url: String| {
-        tokio::task::spawn_blocking(move || {
-            let out = Command::new("/usr/bin/python3")
-                .args(["-c", SCRIPT, &url])
-                .output()
-                .expect("run python3");
-            assert!(out.status.success(), "{out:?}");
-            String::from_utf8_lossy(&out.stdout).trim().to_string()
-        })
-    };
-    let seen = run(s.url(&format!("/ping/{uuid}/snooze?for=15m")))
-        .await
-        .unwrap();
-    let (head, body) = seen.split_once(" application/json ").expect(&seen);
-    assert_eq!(head, "200");
-    let v: Value = serde_json::from_str(body).unwrap();
-    assert_eq!(
-        v["silence"],
-        format!("snooze-{}", c["unique_key"].as_str().unwrap())
-    );
-    let listed = snoozes(&s).await;
-    assert_eq!(listed[0]["ends_at"], v["ends_at"]);
-    let seen = run(s.url(&format!("/ping/{uuid}/snooze?for=abc")))
-        .await
-        .unwrap();
-    assert!(seen.starts_with("400 text/plain"), "{seen}");
-    assert!(seen.contains("for: \"abc\""), "{seen}");
-    s.stop().await;
-});
+        let run = |url: String| {
+            tokio::task::spawn_blocking(move || {
+                let out = Command::new("/usr/bin/python3")
+                    .args(["-c", SCRIPT, &url])
+                    .output()
+                    .expect("run python3");
+                assert!(out.status.success(), "{out:?}");
+                String::from_utf8_lossy(&out.stdout).trim().to_string()
+            })
+        };
+        let seen = run(s.url(&format!("/ping/{uuid}/snooze?for=15m")))
+            .await
+            .unwrap();
+        let (head, body) = seen.split_once(" application/json ").expect(&seen);
+        assert_eq!(head, "200");
+        let v: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            v["silence"],
+            format!("snooze-{}", c["unique_key"].as_str().unwrap())
+        );
+        let listed = snoozes(&s).await;
+        assert_eq!(listed[0]["ends_at"], v["ends_at"]);
+        let seen = run(s.url(&format!("/ping/{uuid}/snooze?for=abc")))
+            .await
+            .unwrap();
+        assert!(seen.starts_with("400 text/plain"), "{seen}");
+        assert!(seen.contains("for: \"abc\""), "{seen}");
+        s.stop().await;
+    }
+);
 
 /// On PostgreSQL a snooze taken by a replica that is not the leader reaches
 /// the leader's dispatcher (the silences trigger notifies every replica).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn a_snooze_on_another_replica_holds_the_leaders_alerts() {
-    if !common::postgres_available("a_snooze_on_another_replica_holds_the_leaders_alerts") {
-        return;
-    }
+    common::need_postgres();
     let hook = WebhookSink::start().await;
     let toml = format!("heartbeat_period = \"200ms\"\n{}", alerting(&hook));
     let s = TestServer::start(Backend::Postgres, &toml).await;

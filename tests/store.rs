@@ -722,10 +722,12 @@ async fn sqlite_pings_are_checkpointed_off_the_writer() {
 /// administrator, a proxy's idle timeout) is noticed and replaced: the next
 /// batch is stored, not refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn postgres_replaces_an_append_connection_the_server_ended() {
-    if !common::postgres_available("postgres_replaces_an_append_connection_the_server_ended") {
-        return;
-    }
+    common::need_postgres();
     let (db, store) = open(Backend::Postgres).await;
     let c = store
         .create_check(&spec(r#"{"slug":"kept"}"#), CheckSource::Api, 1_000)
@@ -820,11 +822,13 @@ both_backends!(
 /// inserts the flip; a third session holds the flips table to make that
 /// window as wide as needed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn postgres_a_delete_during_a_status_change_does_not_deadlock() {
     use sqlx::Connection as _;
-    if !common::postgres_available("postgres_a_delete_during_a_status_change_does_not_deadlock") {
-        return;
-    }
+    common::need_postgres();
     let (db, store) = open(Backend::Postgres).await;
     let c = store
         .create_check(&spec("{}"), CheckSource::Api, 0)
@@ -1122,13 +1126,15 @@ both_backends!(
 /// warm follower reads them again; a statement that changes none says
 /// nothing.
 #[tokio::test]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn state_changes_are_announced_on_postgres() {
     use overdue::domain::status::Status;
     use overdue::store::lease::Change;
     use overdue::store::{StoredStatus, Transition};
-    if !common::postgres_available("state_changes_are_announced_on_postgres") {
-        return;
-    }
+    common::need_postgres();
     let (db, store) = open(Backend::Postgres).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let stop = tokio_util::sync::CancellationToken::new();

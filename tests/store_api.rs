@@ -288,10 +288,12 @@ both_backends!(
 /// Another replica's writes, including its own folds (after a change of
 /// leader), are seen by the next fold here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn postgres_folds_see_what_another_replica_wrote() {
-    if !common::postgres_available("postgres_folds_see_what_another_replica_wrote") {
-        return;
-    }
+    common::need_postgres();
     let (db, a) = open(Backend::Postgres).await;
     let config = Config::from_toml(&db.config_toml("")).unwrap();
     let b = overdue::store::open(config.database()).await.unwrap();
@@ -339,10 +341,12 @@ async fn postgres_folds_see_what_another_replica_wrote() {
 /// to bump it too, every fold would find its copy stale and read every check
 /// again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "postgres",
+    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
+)]
 async fn postgres_a_fold_bumps_the_fold_epoch_once() {
-    if !common::postgres_available("postgres_a_fold_bumps_the_fold_epoch_once") {
-        return;
-    }
+    common::need_postgres();
     let (db, store) = open(Backend::Postgres).await;
     let c = store
         .create_check(&spec(r#"{"slug":"e"}"#), CheckSource::Api, 1)

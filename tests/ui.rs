@@ -801,18 +801,19 @@ mod browser {
 /// every later WebDriver command fail). Screenshots go to
 /// `<target>/tmp/ui-screenshots/`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    overdue_missing = "chromium",
+    ignore = "needs headless chromium and chromedriver (Debian's chromium, chromium-driver)"
+)]
 async fn headless_chromium_signs_in_and_pauses_a_down_check() {
-    let (driver, chromium) = match browser::programs() {
-        Ok(p) => p,
-        Err(why) => {
-            common::peer_missing(
-                "the browser test",
-                &format!("chromium ({why})"),
-                "Debian's chromium and chromium-driver",
-            );
-            return;
-        }
-    };
+    common::need(common::Peer::Chromium);
+    let (driver, chromium) = browser::programs().unwrap_or_else(|why| {
+        common::missing(
+            common::Peer::Chromium,
+            &format!("chromium ({why})"),
+            "Debian's chromium and chromium-driver",
+        )
+    });
     let s = TestServer::start(common::Backend::Sqlite, &keys()).await;
     let down = create(
         &s,

@@ -20,6 +20,18 @@ use serde_json::{json, Value};
 
 const ZONE: &str = "Europe/Berlin";
 
+/// The seeded history: weeks before now, and the counts of the two
+/// successes in each seeded hour. Chosen so the usual count, the median of
+/// the weekly means, differs from the mean and the median of all pings:
+/// - judging the last seeded week, against weeks 2-4 (means 65, 50, 40):
+///   usual 50; all six pings have mean 51.67 and median 52.5;
+/// - judging now, against weeks 1-4 (means 43, 65, 50, 40): usual 46.5;
+///   all eight pings have mean 49.5 and median 43.5.
+const WEEKS: [(i64, [u64; 2]); 4] = [(4, [39, 41]), (3, [30, 70]), (2, [64, 66]), (1, [40, 46])];
+/// The usual count for the last seeded week's successes, and for now.
+const USUAL_THEN: f64 = 50.0;
+const USUAL_NOW: f64 = 46.5;
+
 /// Polls `path` until `pred` holds.
 async fn until(s: &TestServer, path: &str, pred: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();
@@ -45,11 +57,11 @@ fn weeks_before(now: i64, weeks: i64) -> i64 {
         .timestamp_millis()
 }
 
-/// Creates the check and gives it four weeks of history through the store:
-/// in each of the four weeks before `now`, a success at the same local time
-/// and one an hour later (so the live pings are judged even if the test
-/// crosses the top of an hour), reporting 40, 50, 60 and 50 items. Returns
-/// the check's uuid.
+/// Creates the check and gives it four weeks of history through the store.
+/// In each of the four weeks before `now`, two successes in the hour of the
+/// week `now` is in and two in the next hour (so the live pings are judged
+/// even if the test crosses the top of an hour), with the same counts in
+/// both hours: [`WEEKS`]. Returns the check's uuid.
 async fn seed(db: &TestDb, now: i64) -> String {
     let config = Config::from_toml(&db.config_toml("")).unwrap();
     let store: Arc<dyn Store> = overdue::store::open(config.database()).await.unwrap();
@@ -67,12 +79,14 @@ async fn seed(db: &TestDb, now: i64) -> String {
         .await
         .unwrap();
     let mut pings = Vec::new();
-    for (weeks, items) in [(4, 40), (3, 50), (2, 60), (1, 50)] {
-        let at = weeks_before(now, weeks);
-        for at in [at, at + 3_600_000] {
+    for (weeks, counts) in WEEKS {
+        // The top of the hour (Berlin is a whole number of hours from UTC).
+        let hour = weeks_before(now, weeks).div_euclid(3_600_000) * 3_600_000;
+        for minutes in [0, 30, 60, 90] {
+            let items = counts[minutes / 30 % 2];
             pings.push(Ping {
                 items: Some(items),
-                ..Ping::new(check.id, at, PingKind::Success)
+                ..Ping::new(check.id, hour + minutes as i64 * 60_000, PingKind::Success)
             });
         }
     }
@@ -119,19 +133,22 @@ both_backends!(
         );
         assert_eq!(c["items_below_usual"], 0.25);
         assert_eq!(c["items_window"], "4w", "the default");
-        assert_eq!(c["usual_items"], 50.0, "median of 40, 50, 60: {c}");
+        assert_eq!(
+            c["usual_items"], USUAL_THEN,
+            "the median of the weekly means 65, 50, 40: {c}"
+        );
         // The ping log is trimmed to ping_log_limit; the history is not.
         until(&s, &format!("{path}/pings"), |v| {
             v["pings"].as_array().is_some_and(|p| p.len() <= 2)
         })
         .await;
 
-        // Live: 5 is below a quarter of the usual 50 (the median of 40, 50,
-        // 60 and 50); min_items_runs is 2.
+        // Live: 5 is below a quarter of the usual 46.5 (the median of the
+        // weekly means 43, 65, 50 and 40); min_items_runs is 2.
         s.ping(&format!("/ping/{uuid}?items=5")).await;
         let c = s.get_json(&path).await;
         assert_eq!(c["status"], "up", "one low success of two: {c}");
-        assert_eq!(c["usual_items"], 50.0);
+        assert_eq!(c["usual_items"], USUAL_NOW, "{c}");
         s.ping(&format!("/ping/{uuid}?items=8")).await;
         let c = s.get_json(&path).await;
         assert_eq!(
@@ -152,7 +169,7 @@ both_backends!(
         // v3 reports stalled as down and carries the rule and its value.
         let v3 = s.get_json(&format!("/api/v3/checks/{uuid}")).await;
         assert_eq!(v3["status"], "down");
-        assert_eq!(v3["usual_items"], 50.0);
+        assert_eq!(v3["usual_items"], USUAL_NOW);
         // The gauge and the dashboard show the usual count in force.
         let metrics = s
             .client
@@ -167,7 +184,7 @@ both_backends!(
             .lines()
             .find(|l| l.starts_with("overdue_check_usual_items{") && l.contains("check=\"poller\""))
             .unwrap_or_else(|| panic!("no usual-items gauge for poller"));
-        assert!(gauge.ends_with(" 50"), "{gauge}");
+        assert!(gauge.ends_with(" 46.5"), "{gauge}");
         let page = s
             .client
             .get(s.url("/checks/poller"))
@@ -186,7 +203,10 @@ both_backends!(
             page.contains("id=\"usual-band\""),
             "the usual band on the sparkline"
         );
-        assert!(page.contains("usual 50 for this hour of the week"));
+        assert!(
+            page.contains("usual 46.5 for this hour of the week"),
+            "the usual count on the page"
+        );
 
         // A normal count recovers it; the receiver hears it resolved, and
         // nothing else was sent.

@@ -9,8 +9,11 @@ use std::time::Duration;
 
 pub mod gate;
 pub mod lease;
+pub mod peers;
 pub mod pg_cluster;
 pub mod sinks;
+
+pub use peers::{missing, need, Peer};
 
 use overdue::config::Config;
 use serde_json::Value;
@@ -33,27 +36,58 @@ pub enum Backend {
     Postgres,
 }
 
-/// Runs an async test body once per backend: `both_backends!(name, |backend| async move { … })`.
+/// Runs an async test body once per backend: `both_backends!(name, |backend| async move { … })`;
+/// with `needs = [aiosmtpd, …]` both tests are ignored where a peer is
+/// missing (`peers`), and the PostgreSQL one always needs `postgres`.
 #[macro_export]
 macro_rules! both_backends {
     ($name:ident, $body:expr) => {
+        $crate::both_backends!($name, needs = [], $body);
+    };
+    ($name:ident, needs = [$($peer:ident),*], $body:expr) => {
         mod $name {
             use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let f = $body;
-                f($crate::common::Backend::Sqlite).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                if !$crate::common::postgres_available(concat!(stringify!($name), "::postgres")) {
-                    return;
+            $crate::needs_peers!(
+                [$($peer),*],
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    let f = $body;
+                    f($crate::common::Backend::Sqlite).await;
                 }
-                let f = $body;
-                f($crate::common::Backend::Postgres).await;
-            }
+            );
+            $crate::needs_peers!(
+                [postgres $(, $peer)*],
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    $crate::common::need_postgres();
+                    let f = $body;
+                    f($crate::common::Backend::Postgres).await;
+                }
+            );
         }
     };
+}
+
+/// A test item, ignored where one of these peers is missing: its first
+/// attribute (the test's), then `#[cfg_attr(overdue_missing = "<peer>",
+/// ignore = "needs …")]` per peer, with the reasons build.rs gives.
+#[macro_export]
+macro_rules! needs_peers {
+    ([], $($item:tt)*) => { $($item)* };
+    (@with $peer:literal, $why:literal, [$($rest:ident),*], #[$test:meta] $($item:tt)*) => {
+        $crate::needs_peers!(
+            [$($rest),*],
+            #[$test]
+            #[cfg_attr(overdue_missing = $peer, ignore = $why)]
+            $($item)*
+        );
+    };
+    ([postgres $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "postgres", "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL", [$($rest),*], $($t)*); };
+    ([aiosmtpd $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "aiosmtpd", "needs aiosmtpd for /usr/bin/python3 (Debian's python3-aiosmtpd)", [$($rest),*], $($t)*); };
+    ([alertmanager $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "alertmanager", "needs Alertmanager (Debian's prometheus-alertmanager)", [$($rest),*], $($t)*); };
+    ([curl $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "curl", "needs curl", [$($rest),*], $($t)*); };
+    ([healthchecks_io $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "healthchecks_io", "needs healthchecks-io==0.4.4 for /usr/bin/python3 (PyPI)", [$($rest),*], $($t)*); };
+    ([python3 $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "python3", "needs /usr/bin/python3 (Debian's python3)", [$($rest),*], $($t)*); };
 }
 
 /// The PostgreSQL server tests use, if any.
@@ -63,30 +97,19 @@ pub fn postgres_base_url() -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// Whether a PostgreSQL test can run; without a server it is skipped, with
-/// a note, except under CI, which must never skip PostgreSQL silently.
-pub fn postgres_available(test: &str) -> bool {
-    if postgres_base_url().is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but OVERDUE_TEST_POSTGRES_URL is not"
-    );
-    eprintln!("skipping {test}: OVERDUE_TEST_POSTGRES_URL is not set");
-    false
-}
-
-/// A program or library a test talks to is missing. Under `CI` that is a
-/// failure naming the package that provides it (a skipped test must not look
-/// like a passing one); elsewhere the test is skipped with a note.
+/// Fails unless PostgreSQL tests can run: a test that needs PostgreSQL is
+/// marked `#[cfg_attr(overdue_missing = "postgres", ignore = …)]`, so
+/// without `OVERDUE_TEST_POSTGRES_URL` it never gets here (`peers`).
 #[track_caller]
-pub fn peer_missing(test: &str, what: &str, package: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but {what} is missing (install {package})"
-    );
-    eprintln!("skipping {test}: {what} is missing (install {package})");
+pub fn need_postgres() {
+    need(Peer::Postgres);
+    if postgres_base_url().is_none() {
+        missing(
+            Peer::Postgres,
+            "OVERDUE_TEST_POSTGRES_URL",
+            "a PostgreSQL server, and set OVERDUE_TEST_POSTGRES_URL",
+        );
+    }
 }
 
 /// Where `program` is: a path as given, or a name found on `PATH`.
@@ -101,14 +124,11 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Whether `program` is installed; when it is not, [`peer_missing`].
+/// Where `program` is installed; fails when it is not (`peers`).
 #[track_caller]
-pub fn peer_available(test: &str, program: &str, package: &str) -> bool {
-    let found = find_program(program).is_some();
-    if !found {
-        peer_missing(test, program, package);
-    }
-    found
+pub fn need_program(peer: Peer, program: &str, package: &str) -> PathBuf {
+    need(peer);
+    find_program(program).unwrap_or_else(|| missing(peer, program, package))
 }
 
 /// A database of its own for one test; dropped (PostgreSQL) or deleted (SQLite) after.
@@ -130,6 +150,7 @@ impl TestDb {
                 pg_name: None,
             },
             Backend::Postgres => {
+                need_postgres();
                 let base = postgres_base_url().expect("OVERDUE_TEST_POSTGRES_URL");
                 let name = format!("overdue_t_{}", uuid::Uuid::new_v4().simple());
                 let mut admin = sqlx::PgConnection::connect_lazy(&base).await;
@@ -481,6 +502,23 @@ impl ChildServer {
         )
     }
 
+    /// `overdue serve` under libfaketime, its wall clock offset by what
+    /// `offset` holds (read at every call, not once a second); the
+    /// monotonic clock is left alone, as an NTP or operator step leaves it.
+    /// The test needs libfaketime (`peers`).
+    pub fn spawn_faked(config: &Path, offset: &Path) -> ChildServer {
+        let library = peers::libfaketime();
+        Self::spawn_env(
+            config,
+            &[
+                ("LD_PRELOAD", library.as_os_str()),
+                ("FAKETIME_TIMESTAMP_FILE", offset.as_os_str()),
+                ("FAKETIME_NO_CACHE", "1".as_ref()),
+                ("DONT_FAKE_MONOTONIC", "1".as_ref()),
+            ],
+        )
+    }
+
     fn spawn_with(binary: &Path, config: &Path, filter: &str) -> ChildServer {
         Self::spawn_full(binary, config, filter, &[])
     }
@@ -562,6 +600,13 @@ impl ChildServer {
     }
 
     pub fn kill9(mut self) {
+        self.halt();
+    }
+
+    /// Kills it (SIGKILL) and waits until it is gone, keeping its log: after
+    /// this it can send nothing more, which is how a test shows that
+    /// nothing late or repeated was sent, without waiting a while.
+    pub fn halt(&mut self) {
         self.child.kill().expect("SIGKILL");
         let _ = self.child.wait();
     }
@@ -673,4 +718,35 @@ pub async fn notifications_until(
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Every `items` in a check's ping log, through the API, page by page;
+/// fails when one is stored twice.
+pub async fn ping_items(
+    http: &reqwest::Client,
+    base: &str,
+    uuid: &str,
+) -> std::collections::HashSet<u64> {
+    let mut out = std::collections::HashSet::new();
+    let mut before: Option<i64> = None;
+    loop {
+        let mut url = format!("{base}/api/v1/checks/{uuid}/pings?limit=1000");
+        if let Some(b) = before {
+            url.push_str(&format!("&before={b}"));
+        }
+        let r = http.get(&url).send().await.unwrap();
+        assert_eq!(r.status(), 200, "GET {url}");
+        let page: Value = r.json().await.unwrap();
+        for p in page["pings"].as_array().unwrap() {
+            // Pings without items (a probe's) are left out.
+            if let Some(i) = p["items"].as_u64() {
+                assert!(out.insert(i), "items={i} stored twice for {uuid}");
+            }
+        }
+        match page["next_before"].as_i64() {
+            Some(b) => before = Some(b),
+            None => break,
+        }
+    }
+    out
 }

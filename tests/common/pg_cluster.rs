@@ -33,23 +33,22 @@ impl PgCluster {
         versions.pop().map(|(_, bin)| bin)
     }
 
-    /// Creates and starts a cluster listening on 127.0.0.1, or returns
-    /// `None` (after saying why) when PostgreSQL's server programs are not
-    /// installed and `CI` is not set.
-    pub fn create(test: &str) -> Option<PgCluster> {
-        Self::create_on(test, &["127.0.0.1"])
+    /// Creates and starts a cluster listening on 127.0.0.1; the test needs
+    /// PostgreSQL's server programs, as root (`peers`).
+    pub fn create() -> PgCluster {
+        Self::create_on(&["127.0.0.1"])
     }
 
     /// [`PgCluster::create`] listening on these loopback addresses (all
     /// on one port), each trusted like 127.0.0.1.
-    pub fn create_on(test: &str, addresses: &[&str]) -> Option<PgCluster> {
+    pub fn create_on(addresses: &[&str]) -> PgCluster {
+        super::need(super::Peer::Initdb);
         let Some(bin) = Self::bin_dir() else {
-            super::peer_missing(
-                test,
+            super::missing(
+                super::Peer::Initdb,
                 "/usr/lib/postgresql/<version>/bin/initdb",
                 "Debian's postgresql",
             );
-            return None;
         };
         let dir = tempfile::tempdir().expect("temp dir");
         // initdb and pg_ctl refuse to run as root: the cluster belongs to postgres.
@@ -92,7 +91,7 @@ impl PgCluster {
         text.push_str("\nhost all all 127.0.0.0/8 trust\n");
         std::fs::write(&hba, text).expect("write pg_hba.conf");
         cluster.start();
-        Some(cluster)
+        cluster
     }
 
     fn data(&self) -> String {

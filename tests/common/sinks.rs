@@ -261,9 +261,9 @@ pub struct SmtpSink {
     ca_file: Option<PathBuf>,
 }
 
-/// Whether the system Python can run the sink; when it cannot, fails under
-/// `CI` and otherwise prints why the test is skipped.
-pub fn smtp_sink_available(test: &str) -> bool {
+/// Fails unless the system Python can run the sink (`peers`).
+pub fn need_smtp_sink() {
+    super::need(super::Peer::Aiosmtpd);
     let ok = Command::new(SYSTEM_PYTHON)
         .args(["-c", "import aiosmtpd"])
         .stdout(Stdio::null())
@@ -271,22 +271,18 @@ pub fn smtp_sink_available(test: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        super::peer_missing(
-            test,
+        super::missing(
+            super::Peer::Aiosmtpd,
             &format!("aiosmtpd for {SYSTEM_PYTHON}"),
             "Debian's python3-aiosmtpd",
         );
     }
-    ok
 }
 
 impl SmtpSink {
-    /// Starts the sink, or returns `None` (after printing why) when aiosmtpd
-    /// is not installed and `CI` is not set.
-    pub fn start(options: SmtpOptions) -> Option<SmtpSink> {
-        if !smtp_sink_available("SMTP test") {
-            return None;
-        }
+    /// Starts the sink; the test needs aiosmtpd (`peers`).
+    pub fn start(options: SmtpOptions) -> SmtpSink {
+        need_smtp_sink();
         let dir = tempfile::tempdir().expect("temp dir");
         let messages = dir.path().join("messages");
         std::fs::create_dir(&messages).unwrap();
@@ -345,12 +341,12 @@ impl SmtpSink {
                 );
             }
         };
-        Some(SmtpSink {
+        SmtpSink {
             child,
             port,
             dir,
             ca_file,
-        })
+        }
     }
 
     pub fn port(&self) -> u16 {
@@ -483,21 +479,20 @@ impl Alertmanager {
         })
     }
 
-    /// Starts it and waits for `/-/ready`; `None` (after printing why) when
-    /// no binary is installed and `CI` is not set.
-    pub async fn start() -> Option<Alertmanager> {
+    /// Starts it and waits for `/-/ready`; the test needs Alertmanager (`peers`).
+    pub async fn start() -> Alertmanager {
         Self::start_with("route:\n  receiver: blackhole\nreceivers:\n  - name: blackhole\n").await
     }
 
     /// Starts it with this configuration (YAML).
-    pub async fn start_with(yaml: &str) -> Option<Alertmanager> {
+    pub async fn start_with(yaml: &str) -> Alertmanager {
+        super::need(super::Peer::Alertmanager);
         let Some(binary) = Self::binary() else {
-            super::peer_missing(
-                "Alertmanager test",
+            super::missing(
+                super::Peer::Alertmanager,
                 "prometheus-alertmanager (or alertmanager on PATH)",
                 "Debian's prometheus-alertmanager",
             );
-            return None;
         };
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("alertmanager.yml");
@@ -550,7 +545,7 @@ impl Alertmanager {
             _dir: dir,
         };
         am.wait_ready().await;
-        Some(am)
+        am
     }
 
     /// The port is bound already; this waits for Alertmanager to load its

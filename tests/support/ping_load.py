@@ -7,7 +7,8 @@ Each of CLIENTS threads pings the checks one request at a time
 (GET BASE_URL/ping/<uuid>?items=<n>, every n used once) until STOP_FILE
 exists, then one line of JSON per ping goes to stdout:
 {"uuid": …, "items": n, "status": 200 | 503 | … | 0 (no HTTP answer),
-"at": seconds since the epoch when the answer came, "error": "…"}.
+"sent": seconds since the epoch when the request was about to be sent,
+"at": … when the answer came, "error": "…"}.
 """
 
 import itertools
@@ -38,6 +39,7 @@ def main():
                 items = next(counter)
             url = f"{base}/ping/{uuid}?items={items}"
             error = ""
+            sent = time.time()
             try:
                 with opener.open(url, timeout=30) as r:
                     r.read()
@@ -51,7 +53,7 @@ def main():
             with lock:
                 results.append(
                     {"uuid": uuid, "items": items, "status": status,
-                     "at": time.time(), "error": error})
+                     "sent": sent, "at": time.time(), "error": error})
             if status != 200:
                 time.sleep(0.01)
 
