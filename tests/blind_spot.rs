@@ -350,7 +350,7 @@ async fn after_an_outage_the_fallback_receiver_is_told_once() {
     let restarted = unix_ms(std::time::SystemTime::now());
     let server = ChildServer::spawn(&s.config);
 
-    let got = s.ops.wait_for(1, HANG_GUARD).await;
+    let got = s.ops.wait_for(1).await;
     let body = got[0].json();
     assert_eq!(body["receiver"], "ops");
     assert_eq!(body["status"], "firing");
@@ -432,7 +432,7 @@ async fn two_replicas_on_postgres_tell_once() {
     // Both come back at once; whichever leads tells, the other does not.
     let a = ChildServer::spawn(&s.config);
     let b = ChildServer::spawn(&s.config);
-    let got = s.ops.wait_for(1, HANG_GUARD).await;
+    let got = s.ops.wait_for(1).await;
     assert_eq!(
         got[0].json()["alerts"][0]["annotations"]["checks"],
         "nightly-export"

@@ -30,7 +30,7 @@ fn browser() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
         .redirect(Policy::none())
-        .timeout(Duration::from_secs(30))
+        .timeout(common::HANG_GUARD)
         .build()
         .unwrap()
 }

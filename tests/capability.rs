@@ -18,7 +18,6 @@ use serde_json::{json, Value};
 
 const READ: &str = "read-key-capability";
 const WRITE: &str = "write-key-capability";
-const WAIT: Duration = common::HANG_GUARD;
 
 fn config(hook: &WebhookSink, smtp: Option<&SmtpSink>) -> String {
     let mail = smtp.map_or(String::new(), |s| {
@@ -117,7 +116,10 @@ async fn until(server: &TestServer, path: &str, ok: impl Fn(&Value) -> bool) -> 
                 return v;
             }
         }
-        assert!(start.elapsed() < WAIT, "hang guard: {path} never got there");
+        assert!(
+            start.elapsed() < common::HANG_GUARD,
+            "hang guard: {path} never got there"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -247,7 +249,7 @@ both_backends!(
         ping(&server, post.clone(), &format!("/ping/{snoozed}/fail")).await;
 
         // The failures open incidents that go out to the webhook (and mail).
-        let firing = hook.wait_for(2, WAIT).await;
+        let firing = hook.wait_for(2).await;
         let unique_key = |name: &str| uuids[name].1.clone();
         let incidents_of = format!("/api/v1/checks/{}/incidents", unique_key("no-slug"));
         let incident = until(&server, &incidents_of, |v| {
@@ -268,7 +270,7 @@ both_backends!(
         for name in ["with-slug", "no-slug"] {
             ping(&server, post.clone(), &format!("/ping/{}", uuid(name))).await;
         }
-        let calls = hook.wait_for(firing.len() + 1, WAIT).await;
+        let calls = hook.wait_for(firing.len() + 1).await;
         until(&server, "/api/v1/notifications?state=delivered", |v| {
             v["notifications"]
                 .as_array()
@@ -441,7 +443,7 @@ both_backends!(
                 .any(|r| r.text().contains(&unique_key("no-slug"))),
             "alerts name a slug-less check by its unique key"
         );
-        let mails = smtp.wait_for(1, WAIT).await;
+        let mails = smtp.wait_for(1).await;
         for m in &mails {
             assert_clean(&secrets, "a mail", &m.data);
         }
@@ -671,7 +673,7 @@ both_backends!(
             > 0
         {
             assert!(
-                start.elapsed() < WAIT,
+                start.elapsed() < common::HANG_GUARD,
                 "hang guard: the keys were never filled"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;

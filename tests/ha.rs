@@ -21,12 +21,9 @@ use rand::Rng;
 use serde_json::{json, Value};
 use sqlx::Connection;
 
-/// A hang guard, not a service level (see [`common::HANG_GUARD`]).
-const WAIT: Duration = common::HANG_GUARD;
-
 /// Waits until some replica holds the lease (other than `not`) and returns it.
 async fn wait_for_leader(db: &TestDb, not: Option<&str>) -> (String, i64) {
-    lease::wait_for_leader(&db.url, not, WAIT).await
+    lease::wait_for_leader(&db.url, not).await
 }
 
 async fn migrate_and_log_the_lease(db: &TestDb, config: &Path) {
@@ -106,7 +103,7 @@ async fn wait_announced(hook: &WebhookSink, check: &str, status: &str, n: usize)
             return;
         }
         assert!(
-            start.elapsed() < WAIT,
+            start.elapsed() < common::HANG_GUARD,
             "{check}: {n} {status} announcement(s) expected, {got} seen before the hang guard"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -269,7 +266,7 @@ async fn a_frozen_leader_starts_no_delivery_after_losing_its_lease() {
     ping(&http, &new.base, &format!("/ping/{uuid}/fail")).await;
     // What the leader sent before the freeze says who sent it: the checks
     // below, on that header, cannot pass for want of it.
-    let before = hook.wait_for(1, WAIT).await;
+    let before = hook.wait_for(1).await;
     for r in &before {
         assert_eq!(
             r.header("x-overdue-replica"),
@@ -292,7 +289,7 @@ async fn a_frozen_leader_starts_no_delivery_after_losing_its_lease() {
         .any(|r| r.header("x-overdue-replica") == Some(second.as_str()))
     {
         assert!(
-            start.elapsed() < WAIT,
+            start.elapsed() < common::HANG_GUARD,
             "the successor sent nothing before the hang guard"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -312,7 +309,7 @@ async fn a_frozen_leader_starts_no_delivery_after_losing_its_lease() {
         if v["notifications"][0]["state"] == "delivered" {
             break;
         }
-        assert!(start.elapsed() < WAIT, "hang guard: {v:#}");
+        assert!(start.elapsed() < common::HANG_GUARD, "hang guard: {v:#}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Room for a late request of the ex-leader to show up.
@@ -423,7 +420,7 @@ async fn sigterm_hands_the_lease_over_at_once() {
     let http = client();
     let uuid = create(&http, &new.base, "after-term").await;
     ping(&http, &new.base, &format!("/ping/{uuid}/fail")).await;
-    hook.wait_for(1, WAIT).await;
+    hook.wait_for(1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,9 +19,6 @@ use common::sinks::WebhookSink;
 use common::{client, write_config, Backend, ChildServer, TestDb};
 use serde_json::json;
 
-/// A hang guard, not a service level (see [`common::HANG_GUARD`]).
-const WAIT: Duration = common::HANG_GUARD;
-
 fn config(db: &TestDb, hook: &WebhookSink) -> String {
     db.config_toml(&format!(
         r#"
@@ -60,7 +57,7 @@ async fn wait_log_after(server: &ChildServer, mark: usize, text: &str) {
     let start = Instant::now();
     while !server.log().get(mark..).is_some_and(|l| l.contains(text)) {
         assert!(
-            start.elapsed() < WAIT,
+            start.elapsed() < common::HANG_GUARD,
             "no {text:?} before the hang guard:\n{}",
             server.log()
         );
@@ -73,7 +70,7 @@ async fn wait_count(db: &TestDb, query: &str) {
     let start = Instant::now();
     while db.count(query).await == 0 {
         assert!(
-            start.elapsed() < WAIT,
+            start.elapsed() < common::HANG_GUARD,
             "nothing for {query} before the hang guard"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -99,7 +96,7 @@ async fn a_warm_follower_takes_over_with_what_changed_while_it_followed() {
     let path = write_config(db.dir.path(), &config(&db, &hook));
     lease::migrate_and_log_the_lease(&db.url, &path).await;
     let a = ChildServer::spawn(&path);
-    let (first, _) = lease::wait_for_leader(&db.url, None, WAIT).await;
+    let (first, _) = lease::wait_for_leader(&db.url, None).await;
     let http = client();
     // Four checks, up, before the follower starts: what happens to them
     // after it read them reaches it only as announced changes.
@@ -155,11 +152,11 @@ async fn a_warm_follower_takes_over_with_what_changed_while_it_followed() {
     assert!(r.status().is_success(), "{}", r.status());
     // What the old leader recorded and sent before it stops.
     wait_count(&db, &flips("failed", "down")).await;
-    hook.wait_for(1, WAIT).await;
+    hook.wait_for(1).await;
 
     // The leader freezes (no fold, no renewal); the follower takes over.
     leader.signal("STOP");
-    let (holder, _) = lease::wait_for_leader(&db.url, Some(&first), WAIT).await;
+    let (holder, _) = lease::wait_for_leader(&db.url, Some(&first)).await;
     assert_eq!(holder, follower.replica());
     wait_log(&follower, "evaluator loaded (held while following").await;
     // The old leader wakes: its term ran out on its own clock, so it steps

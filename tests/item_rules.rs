@@ -220,7 +220,7 @@ group_wait = "100ms"
         .await;
     let uuid = c["uuid"].as_str().unwrap().to_string();
     s.ping(&format!("/ping/{uuid}?items=2")).await;
-    let calls = hook.wait_for(1, HANG_GUARD).await;
+    let calls = hook.wait_for(1).await;
     let body = calls[0].json();
     let alert = &body["alerts"][0];
     assert_eq!(alert["status"], "firing", "{body}");

@@ -127,7 +127,7 @@ async fn sqlite_a_wall_clock_step_neither_frees_nor_extends_a_lock() {
     ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
 )]
 #[cfg_attr(
-    overdue_missing = "faketime",
+    all(overdue_missing = "faketime", not(overdue_missing = "postgres")),
     ignore = "needs libfaketime (Debian's faketime)"
 )]
 async fn postgres_a_wall_clock_step_neither_frees_nor_extends_a_lock() {

@@ -304,3 +304,93 @@ fn no_source_file_is_longer_than_900_lines_before_its_tests() {
     }
     assert!(long.is_empty(), "over 900 lines: {}", long.join(", "));
 }
+
+/// Tests bound time only through `tests/common/waits.rs` (SPEC §12: a test
+/// asserts order, exactly-once and what the server recorded; speed is
+/// measured by benchmarks). Anywhere else in tests/, a comparison of an
+/// elapsed time, a deadline or a timeout must be against the hang guard
+/// (`HANG_GUARD`, or a constant defined as a multiple of it), and a literal
+/// `Duration` is never an upper bound.
+#[test]
+fn tests_bound_time_only_by_the_hang_guard() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut found = Vec::new();
+    for file in rust_files(&tests) {
+        let name = file.strip_prefix(&tests).unwrap().display().to_string();
+        if name == "common/waits.rs" || name == "module_graph.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (n, line) in time_bounds(&text) {
+            found.push(format!("tests/{name}:{n}: {line}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "time bounded outside tests/common/waits.rs (wait under the hang guard, or \
+         assert what the server recorded):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The lines of a test file that bound time other than by the hang guard.
+fn time_bounds(text: &str) -> Vec<(usize, String)> {
+    let aliases =
+        regex::Regex::new(r"const (\w+): Duration = (?:common::|super::)?HANG_GUARD(?: \* \d+)?;")
+            .unwrap();
+    let mut allowed: Vec<String> = [
+        "crate::common::HANG_GUARD",
+        "common::HANG_GUARD",
+        "super::HANG_GUARD",
+        "HANG_GUARD",
+    ]
+    .map(String::from)
+    .into();
+    allowed.extend(aliases.captures_iter(text).map(|c| c[1].to_string()));
+    let compared =
+        regex::Regex::new(r"(?:elapsed\(\)\s*<=?|Instant::now\(\)\s*\+|timeout\()\s*([\w:]+)")
+            .unwrap();
+    let literal = regex::Regex::new(r"<=?\s*(?:std::time::|chrono::)?Duration::").unwrap();
+    let own_guard = regex::Regex::new(r"^\s*(?:pub )?const HANG_GUARD\b").unwrap();
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        // A line may say why it is no bound (a future cut short on purpose).
+        if line.contains("// not a bound: ") {
+            continue;
+        }
+        let code = line.split("//").next().unwrap_or_default();
+        let bad = own_guard.is_match(code)
+            || literal.is_match(code)
+            || compared
+                .captures_iter(code)
+                .any(|c| !allowed.iter().any(|a| c[1] == **a));
+        if bad {
+            out.push((i + 1, line.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// The lint above finds each form of bound, and lets the hang guard be.
+#[test]
+fn the_time_lint_finds_every_form_of_bound() {
+    let text = r#"
+const WAIT: Duration = common::HANG_GUARD;
+const LONG: Duration = HANG_GUARD * 2;
+const HANG_GUARD: Duration = Duration::from_secs(60);
+assert!(start.elapsed() < Duration::from_secs(5));
+assert!(start.elapsed() < limit, "x");
+let deadline = Instant::now() + Duration::from_secs(5);
+let r = tokio::time::timeout(Duration::from_secs(1), f).await;
+assert!(after < Duration::from_secs(6));
+assert!(behind < chrono::Duration::minutes(121));
+assert!(start.elapsed() < WAIT, "ok");
+assert!(start.elapsed() < common::HANG_GUARD, "ok");
+let deadline = Instant::now() + LONG;
+let r = tokio::time::timeout(HANG_GUARD, f).await;
+let c = reqwest::Client::builder().timeout(common::HANG_GUARD);
+let _ = timeout(d, f).await; // not a bound: cancels f part-way
+"#;
+    let lines: Vec<usize> = time_bounds(text).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(lines, [4, 5, 6, 7, 8, 9, 10]);
+}

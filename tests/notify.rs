@@ -11,9 +11,6 @@ use common::sinks::{Behaviour, SmtpOptions, SmtpSink, WebhookSink};
 use common::{client, write_config, Backend, ChildServer, TestDb, TestServer};
 use serde_json::{json, Value};
 
-/// A hang guard, not a service level (see [`common::HANG_GUARD`]).
-const WAIT: Duration = common::HANG_GUARD;
-
 /// Creates a check with these labels; returns its uuid.
 async fn create(server: &TestServer, slug: &str, labels: Value) -> String {
     let c = server
@@ -59,7 +56,7 @@ async fn notifications_until(
             return list;
         }
         assert!(
-            start.elapsed() < WAIT,
+            start.elapsed() < common::HANG_GUARD,
             "timed out waiting on notifications{query}: {list:#?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -147,8 +144,8 @@ receiver = "mail"
         // data-hook: one call listing the fifty data checks (the nested pager
         // route takes data-pager). pager: one call. mail: data (fifty-one, via
         // continue), web (three), ops (root): one mail each.
-        let calls = hook.wait_for(2, WAIT).await;
-        let mails = smtp.wait_for(3, WAIT).await;
+        let calls = hook.wait_for(2).await;
+        let mails = smtp.wait_for(3).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let calls = if hook.requests().len() > calls.len() {
             hook.requests()
@@ -262,7 +259,7 @@ retry_base = "200ms"
         );
         let server = TestServer::start(backend, &toml).await;
         failing(&server, "a", json!({})).await;
-        hook.wait_for(4, WAIT).await;
+        hook.wait_for(4).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let calls = hook.requests();
         assert_eq!(calls.len(), 4, "500, 429, a hang, then 200");
@@ -366,7 +363,7 @@ sweep_interval = "2s"
         assert_eq!(dead[0]["payload"]["alerts"][0]["labels"]["check"], "a");
 
         // The sweep tries once more, then tells the fallback receiver, once.
-        let notice = fallback.wait_for(1, WAIT).await;
+        let notice = fallback.wait_for(1).await;
         let body = notice[0].json();
         assert_eq!(body["alerts"].as_array().unwrap().len(), 1);
         assert_eq!(
@@ -422,7 +419,7 @@ sweep_interval = "1s"
         let start = Instant::now();
         while sent_firing() < 3 {
             assert!(
-                start.elapsed() < WAIT,
+                start.elapsed() < common::HANG_GUARD,
                 "the sweep never retried the dead letter"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -528,14 +525,14 @@ group_interval = "500ms"
             .await
             .unwrap();
         assert_eq!(r.status(), 204);
-        let calls = hook.wait_for(1, WAIT).await;
+        let calls = hook.wait_for(1).await;
         assert_eq!(
             alert_checks(&calls[0].json(), "firing"),
             BTreeSet::from(["w".to_string()])
         );
 
         // The data silence ends after 3 s: then it notifies.
-        let calls = hook.wait_for(2, WAIT).await;
+        let calls = hook.wait_for(2).await;
         assert!(started.elapsed() >= Duration::from_millis(2900));
         assert_eq!(
             alert_checks(&calls[1].json(), "firing"),
@@ -588,11 +585,11 @@ group_wait = "100ms"
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let first = hook.wait_for(1, WAIT).await;
+    let first = hook.wait_for(1).await;
     server.kill9();
 
     let server = ChildServer::spawn(&config);
-    let calls = hook.wait_for(2, WAIT).await;
+    let calls = hook.wait_for(2).await;
     assert_eq!(
         calls[1].header("idempotency-key"),
         first[0].header("idempotency-key"),
@@ -613,7 +610,7 @@ group_wait = "100ms"
         if list.len() == 1 && list[0]["state"] == "delivered" {
             break;
         }
-        assert!(start.elapsed() < WAIT, "{v:#}");
+        assert!(start.elapsed() < common::HANG_GUARD, "{v:#}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -666,9 +663,9 @@ per_receiver = 2
         for i in 0..4 {
             failing(&server, &format!("s{i}"), json!({"team": "slow"})).await;
         }
-        slow.wait_for(2, WAIT).await;
+        slow.wait_for(2).await;
         failing(&server, "f", json!({"team": "fast"})).await;
-        let got = fast.wait_for(1, WAIT).await;
+        let got = fast.wait_for(1).await;
         assert_eq!(
             alert_checks(&got[0].json(), "firing"),
             BTreeSet::from(["f".to_string()])
@@ -695,8 +692,8 @@ per_receiver = 2
         let uuid = failing(&server, "g", json!({"team": "fast"})).await;
         let check = server.get_json(&format!("/api/v1/checks/{uuid}")).await;
         assert_eq!(check["status"], "down");
-        fast.wait_for(2, WAIT).await;
+        fast.wait_for(2).await;
         drop(slow);
-        let _ = tokio::time::timeout(Duration::from_secs(15), server.stop()).await;
+        let _ = tokio::time::timeout(common::HANG_GUARD, server.stop()).await;
     }
 );

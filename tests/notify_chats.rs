@@ -15,7 +15,6 @@ use overdue::notify::message::{zero_instant, Alert, AlertStatus, LabelSet, Messa
 use overdue::notify::receiver::{http_client, Receiver, ReceiverInput, SendContext, SendError};
 use serde_json::Value;
 
-const WAIT: Duration = common::HANG_GUARD;
 const BOT_TOKEN: &str = "123456789:AAHsecretBotTokenXYZ";
 const NTFY_TOKEN: &str = "tk_ntfysecrettoken0123456789";
 const PUSHOVER_TOKEN: &str = "azGDORePK8gMaC0QOYAMyEEuzJnyUi";
@@ -114,7 +113,7 @@ fn storm() -> Message {
 async fn delivered(r: &Receiver, sink: &WebhookSink, m: &Message) -> Request {
     let before = sink.requests().len();
     r.send(&ctx(), m).await.expect("delivered");
-    sink.wait_for(before + 1, WAIT).await.remove(before)
+    sink.wait_for(before + 1).await.remove(before)
 }
 
 /// A 429 with `Retry-After` is recoverable and says how long to wait; the

@@ -202,7 +202,7 @@ async fn apprise_delivers_through_its_json_notifier() {
     r.send(&ctx(), &message(AlertStatus::Firing))
         .await
         .expect("apprise delivered");
-    let got = sink.wait_for(1, common::HANG_GUARD).await;
+    let got = sink.wait_for(1).await;
     assert_eq!(got[0].method, "POST");
     assert_eq!(got[0].path, "/notify");
     let b = got[0].json();
@@ -217,7 +217,7 @@ async fn apprise_delivers_through_its_json_notifier() {
     r.send(&ctx(), &message(AlertStatus::Resolved))
         .await
         .unwrap();
-    let got = sink.wait_for(2, common::HANG_GUARD).await;
+    let got = sink.wait_for(2).await;
     assert!(got[1].json()["title"]
         .as_str()
         .unwrap()

@@ -112,7 +112,7 @@ rc_login:
             return synapse;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(120),
+            started.elapsed() < common::HANG_GUARD * 2,
             "hang guard: synapse did not start: {}",
             std::fs::read_to_string(dir.join("synapse.out")).unwrap_or_default()
         );

@@ -10,7 +10,6 @@ use common::sinks::{Behaviour, WebhookSink};
 use common::TestServer;
 use serde_json::{json, Value};
 
-const WAIT: Duration = common::HANG_GUARD;
 const ROUTING_KEY: &str = "R0UT1NGKEY0123456789abcdefABCDEF";
 const GENIE_KEY: &str = "6f1e3b0a-0000-4d4d-9c9c-000000genie";
 
@@ -54,7 +53,10 @@ async fn notifications_until(
         if pred(&list) {
             return list;
         }
-        assert!(start.elapsed() < WAIT, "notifications{query}: {list:#?}");
+        assert!(
+            start.elapsed() < common::HANG_GUARD,
+            "notifications{query}: {list:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -118,7 +120,7 @@ both_backends!(
         }
         let web = vec![create(&server, "web-0", json!({"team": "web"})).await];
         fail_all(&server, &[data.clone(), web.clone()].concat()).await;
-        let got = sink.wait_for(2, WAIT).await;
+        let got = sink.wait_for(2).await;
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         assert_eq!(sink.requests().len(), 2, "one event per group");
         let events: Vec<Value> = got.iter().map(assert_pagerduty_event).collect();
@@ -137,7 +139,7 @@ both_backends!(
 
         // All fifty recover: one resolve for the group, with the same key.
         succeed_all(&server, &data).await;
-        let got = sink.wait_for(3, WAIT).await;
+        let got = sink.wait_for(3).await;
         let resolve = assert_pagerduty_event(&got[2]);
         assert_eq!(resolve["event_action"], "resolve");
         assert_eq!(resolve["dedup_key"], key);
@@ -185,7 +187,7 @@ both_backends!(
         let server = TestServer::start(backend, &pagerduty_config(&sink, "")).await;
         let a = create(&server, "slow", json!({"team": "a"})).await;
         fail_all(&server, &[a]).await;
-        let got = sink.wait_for(2, WAIT).await;
+        let got = sink.wait_for(2).await;
         let waited = got[1].received - got[0].received;
         assert!(
             waited >= Duration::from_millis(900),
@@ -247,7 +249,7 @@ group_interval = "1s"
             );
         }
         fail_all(&server, &uuids).await;
-        let got = sink.wait_for(1, WAIT).await;
+        let got = sink.wait_for(1).await;
         let create_req = &got[0];
         assert_eq!(create_req.method, "POST");
         assert_eq!(create_req.path, "/v2/alerts");
@@ -270,7 +272,7 @@ group_interval = "1s"
         assert!(body["tags"].as_array().unwrap().len() <= 20);
 
         succeed_all(&server, &uuids).await;
-        let got = sink.wait_for(2, WAIT).await;
+        let got = sink.wait_for(2).await;
         let close = &got[1];
         assert_eq!(close.method, "POST");
         assert_eq!(
@@ -364,7 +366,7 @@ async fn no_secret_reaches_the_log() {
         if v["notifications"].as_array().map_or(0, Vec::len) >= secrets.len() {
             break;
         }
-        assert!(start.elapsed() < WAIT, "dead letters: {v}");
+        assert!(start.elapsed() < common::HANG_GUARD, "dead letters: {v}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let log = server.log();

@@ -17,9 +17,6 @@ use overdue::notify::receiver::{http_client, Receiver, ReceiverInput, SendContex
 use serde_json::Value;
 use sha2::Sha256;
 
-/// A hang guard, not a service level (see [`common::HANG_GUARD`]).
-const WAIT: Duration = common::HANG_GUARD;
-
 fn receiver(toml_text: &str) -> Receiver {
     let input: ReceiverInput = toml::from_str(toml_text).expect("receiver TOML");
     Receiver::from_input(input).unwrap_or_else(|e| panic!("invalid receiver: {e:?}"))
@@ -176,7 +173,7 @@ async fn email_over_plain_smtp() {
     let sink = SmtpSink::start(SmtpOptions::default());
     let m = mixed_message();
     plain(sink.port()).send(&ctx(), &m).await.expect("sent");
-    let mails = sink.wait_for(1, WAIT).await;
+    let mails = sink.wait_for(1).await;
     assert_eq!(mails.len(), 1);
     let mail = &mails[0];
     assert_eq!(
@@ -219,7 +216,7 @@ async fn email_subject_of_resolved_message() {
         alert(AlertStatus::Resolved, "etl-load", "ETL load"),
     ]);
     plain(sink.port()).send(&ctx(), &m).await.expect("sent");
-    let mail = &sink.wait_for(1, WAIT).await[0];
+    let mail = &sink.wait_for(1).await[0];
     assert_eq!(
         mail.subject.as_deref(),
         Some("[RESOLVED] team=data — nightly-backup, etl-load")
@@ -243,7 +240,7 @@ async fn email_custom_templates() {
     ));
     let m = mixed_message();
     r.send(&ctx(), &m).await.expect("sent");
-    let mail = &sink.wait_for(1, WAIT).await[0];
+    let mail = &sink.wait_for(1).await[0];
     assert_eq!(mail.subject.as_deref(), Some("3 down: data"));
     assert_eq!(
         mail.text.as_deref().map(str::trim_end),
@@ -279,7 +276,7 @@ async fn email_starttls_with_auth_and_ca_file() {
     );
     let m = mixed_message();
     r.send(&ctx(), &m).await.expect("sent over STARTTLS");
-    let mail = &sink.wait_for(1, WAIT).await[0];
+    let mail = &sink.wait_for(1).await[0];
     assert!(mail.tls, "the session was not encrypted");
     assert_eq!(mail.auth_user.as_deref(), Some("overdue"));
     assert_lists_every_check(mail, &m);
@@ -355,7 +352,7 @@ async fn email_implicit_tls() {
     );
     let m = mixed_message();
     r.send(&ctx(), &m).await.expect("sent over implicit TLS");
-    let mail = &sink.wait_for(1, WAIT).await[0];
+    let mail = &sink.wait_for(1).await[0];
     assert!(mail.tls, "the session was not encrypted");
     assert_eq!(mail.auth_user.as_deref(), Some("overdue"));
     assert_eq!(
@@ -385,7 +382,7 @@ async fn email_451_is_recoverable_and_the_retry_delivers() {
     assert_eq!(retry_after, None);
     assert!(sink.messages().is_empty());
     r.send(&ctx(), &m).await.expect("the retry is accepted");
-    let mails = sink.wait_for(1, WAIT).await;
+    let mails = sink.wait_for(1).await;
     assert_eq!(mails.len(), 1);
 }
 
@@ -428,7 +425,7 @@ async fn email_silent_server_times_out() {
          smtp = {{ host = \"127.0.0.1\", port = {port}, tls = \"none\", from = \"o@example.com\" }}"
     ));
     let started = Instant::now();
-    let result = tokio::time::timeout(WAIT, r.send(&ctx(), &mixed_message()))
+    let result = tokio::time::timeout(common::HANG_GUARD, r.send(&ctx(), &mixed_message()))
         .await
         .expect("the receiver's own timeout ends the attempt");
     let (e, _) = expect_recoverable(result);
@@ -460,7 +457,7 @@ async fn webhook_default_body_is_alertmanager_v4_signed_with_idempotency_key() {
     ));
     let m = mixed_message();
     r.send(&ctx(), &m).await.expect("sent");
-    let reqs = sink.wait_for(1, WAIT).await;
+    let reqs = sink.wait_for(1).await;
     assert_eq!(reqs.len(), 1);
     let req = &reqs[0];
     assert_eq!(req.method, "POST");
@@ -529,7 +526,7 @@ async fn webhook_custom_body_template_and_content_type() {
     ));
     let m = mixed_message();
     r.send(&ctx(), &m).await.expect("sent");
-    let req = &sink.wait_for(1, WAIT).await[0];
+    let req = &sink.wait_for(1).await[0];
     assert_eq!(
         req.header("content-type"),
         Some("application/vnd.example+json")
@@ -560,7 +557,7 @@ async fn webhook_without_secret_sends_no_signature() {
         sink.url("/plain")
     ));
     r.send(&ctx(), &mixed_message()).await.expect("sent");
-    let req = &sink.wait_for(1, WAIT).await[0];
+    let req = &sink.wait_for(1).await[0];
     assert_eq!(req.header("x-overdue-signature"), None);
 }
 
@@ -675,7 +672,7 @@ async fn webhook_that_hangs_times_out() {
         sink.url("/slow")
     ));
     let started = Instant::now();
-    let result = tokio::time::timeout(WAIT, r.send(&ctx(), &mixed_message()))
+    let result = tokio::time::timeout(common::HANG_GUARD, r.send(&ctx(), &mixed_message()))
         .await
         .expect("the receiver's own timeout ends the attempt");
     let (e, retry_after) = expect_recoverable(result);
@@ -767,7 +764,7 @@ async fn slack_default_body() {
     let sink = WebhookSink::start().await;
     let m = mixed_message();
     slack_receiver(&sink).send(&ctx(), &m).await.expect("sent");
-    let req = &sink.wait_for(1, WAIT).await[0];
+    let req = &sink.wait_for(1).await[0];
     assert_eq!(req.path, "/services/T000/B000/XXXXSECRET");
     assert_eq!(req.header("content-type"), Some("application/json"));
     assert_eq!(
@@ -810,7 +807,7 @@ async fn slack_two_hundred_alerts_fit_in_fifty_blocks() {
         .collect();
     let m = message(alerts);
     slack_receiver(&sink).send(&ctx(), &m).await.expect("sent");
-    let v = sink.wait_for(1, WAIT).await[0].json();
+    let v = sink.wait_for(1).await[0].json();
     assert_valid_slack_body(&v);
     let blocks = v["blocks"].as_array().unwrap();
     assert_eq!(blocks.len(), 50);
@@ -864,7 +861,7 @@ async fn alertmanager_receives_firing_then_resolved_alerts() {
 
     // Alertmanager stores the alerts at once and marks them active when its
     // dispatcher has seen them.
-    let deadline = Instant::now() + WAIT;
+    let deadline = Instant::now() + common::HANG_GUARD;
     let active = loop {
         let active = am.alerts("active=true").await;
         let both = ["nightly-backup", "hot-topics-poll"]

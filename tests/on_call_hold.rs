@@ -12,8 +12,6 @@ use common::sinks::{Alertmanager, Request, WebhookSink};
 use common::TestServer;
 use serde_json::{json, Value};
 
-const WAIT: Duration = Duration::from_secs(20);
-
 async fn create(server: &TestServer, body: Value) -> String {
     server.create_check(body).await["uuid"]
         .as_str()
@@ -47,7 +45,7 @@ fn checks(calls: &[Request], status: &str) -> Vec<String> {
 
 /// Polls a check's `inhibited_by` until it equals `want`.
 async fn inhibited_by(server: &TestServer, slug: &str, want: &[&str]) {
-    let deadline = Instant::now() + WAIT;
+    let deadline = Instant::now() + common::HANG_GUARD;
     loop {
         let v = server.get_json(&format!("/api/v1/checks/{slug}")).await;
         if v["inhibited_by"] == json!(want) {
@@ -64,7 +62,7 @@ async fn inhibited_by(server: &TestServer, slug: &str, want: &[&str]) {
 
 /// Waits until the sink has `n` calls, then that no more come for `settle`.
 async fn exactly(hook: &WebhookSink, n: usize, settle: Duration) -> Vec<Request> {
-    hook.wait_for(n, WAIT).await;
+    hook.wait_for(n).await;
     tokio::time::sleep(settle).await;
     let calls = hook.requests();
     assert_eq!(
@@ -265,7 +263,7 @@ both_backends!(
             .await
             .unwrap();
         assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
-        let deadline = Instant::now() + WAIT;
+        let deadline = Instant::now() + common::HANG_GUARD;
         let theirs = loop {
             let listed = am.alerts("active=true&inhibited=true").await;
             let theirs: BTreeSet<String> = listed

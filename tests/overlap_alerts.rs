@@ -10,7 +10,6 @@ use common::sinks::{Alertmanager, SmtpOptions, SmtpSink, WebhookSink};
 use common::TestServer;
 use serde_json::{json, Value};
 
-const WAIT: Duration = Duration::from_secs(20);
 const BASE_URL: &str = "http://overdue.test";
 
 /// Creates a check; returns its uuid.
@@ -67,7 +66,7 @@ async fn delivered(server: &TestServer, n: usize) -> Vec<Value> {
             return list;
         }
         assert!(
-            start.elapsed() < WAIT,
+            start.elapsed() < common::HANG_GUARD,
             "waiting for {n} delivered: {list:#?}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -157,7 +156,7 @@ routes = [
         }
 
         // One notification: etl's overlap, firing; nothing of plain.
-        let calls = hook.wait_for(1, WAIT).await;
+        let calls = hook.wait_for(1).await;
         let body = calls[0].json();
         assert_eq!(body["status"], "firing", "{body}");
         let firing = alerts(&body, "firing", "OverdueOverlap");
@@ -178,7 +177,7 @@ routes = [
             "ETL has two or more runs open at once"
         );
         assert_eq!(a["endsAt"], "0001-01-01T00:00:00Z");
-        let mails = smtp.wait_for(1, WAIT).await;
+        let mails = smtp.wait_for(1).await;
         let text = mails[0].text.clone().unwrap();
         assert!(text.contains("alert:      OverdueOverlap"), "{text}");
         assert!(text.contains(&format!("link:       {link}")), "{text}");
@@ -190,7 +189,7 @@ routes = [
 
         // One run finishes: fewer than two are open, the overlap resolves.
         ping(&server, &format!("/ping/{etl}?rid={r1}")).await;
-        let calls = hook.wait_for(2, WAIT).await;
+        let calls = hook.wait_for(2).await;
         let body = calls[1].json();
         assert_eq!(body["status"], "resolved", "{body}");
         let resolved = alerts(&body, "resolved", "OverdueOverlap");
@@ -205,7 +204,7 @@ routes = [
         // plain fails: its incident is the group's next notification, and it
         // lists neither etl's overlap again nor an overlap of plain.
         ping(&server, &format!("/ping/{plain}/fail?rid={r1}")).await;
-        let calls = hook.wait_for(3, WAIT).await;
+        let calls = hook.wait_for(3).await;
         let body = calls[2].json();
         assert_eq!(body["alerts"].as_array().unwrap().len(), 1, "{body}");
         let incident = alerts(&body, "firing", "OverdueCheck");
@@ -215,7 +214,7 @@ routes = [
             incident[0]["generatorURL"],
             format!("{BASE_URL}/checks/plain").as_str()
         );
-        let mails = smtp.wait_for(3, WAIT).await;
+        let mails = smtp.wait_for(3).await;
         let text = mails[2].text.clone().unwrap();
         assert!(text.contains("alert:      OverdueCheck"), "{text}");
 
@@ -245,7 +244,7 @@ both_backends!(
         let (r1, r2) = (rid(), rid());
         ping(&server, &format!("/ping/{etl}/start?rid={r1}")).await;
         ping(&server, &format!("/ping/{etl}/start?rid={r2}")).await;
-        let calls = hook.wait_for(1, WAIT).await;
+        let calls = hook.wait_for(1).await;
         assert_eq!(
             checks(&alerts(&calls[0].json(), "firing", "OverdueOverlap")),
             ["etl"]
@@ -260,7 +259,7 @@ both_backends!(
         // notification is out, a second announcement of etl would have been
         // enqueued.
         ping(&server, &format!("/ping/{plain}/fail")).await;
-        let calls = hook.wait_for(2, WAIT).await;
+        let calls = hook.wait_for(2).await;
         let body = calls[1].json();
         assert_eq!(checks(&alerts(&body, "firing", "OverdueCheck")), ["plain"]);
         let list = outbox(&server).await;
@@ -274,7 +273,7 @@ both_backends!(
             .await
             .unwrap();
         assert!(r.status().is_success(), "{}", r.status());
-        let calls = hook.wait_for(3, WAIT).await;
+        let calls = hook.wait_for(3).await;
         let body = calls[2].json();
         assert_eq!(body["status"], "resolved", "{body}");
         assert_eq!(
@@ -307,7 +306,7 @@ both_backends!(
             ping(&server, &format!("/ping/{uuid}/start?rid={}", rid())).await;
             ping(&server, &format!("/ping/{uuid}/start?rid={}", rid())).await;
         }
-        let calls = hook.wait_for(1, WAIT).await;
+        let calls = hook.wait_for(1).await;
         assert_eq!(
             checks(&alerts(&calls[0].json(), "firing", "OverdueOverlap")),
             ["gone", "slow"]
@@ -328,8 +327,12 @@ both_backends!(
         let mut incident = Vec::new();
         let mut seen = 1;
         while resolved.len() < 2 || incident.is_empty() {
-            assert!(start.elapsed() < WAIT, "{:#?}", hook.requests());
-            let calls = hook.wait_for(seen + 1, WAIT).await;
+            assert!(
+                start.elapsed() < common::HANG_GUARD,
+                "{:#?}",
+                hook.requests()
+            );
+            let calls = hook.wait_for(seen + 1).await;
             for call in &calls[seen..] {
                 let body = call.json();
                 // Once resolved, an overlap is never listed as firing again.
@@ -370,7 +373,7 @@ fn names(alerts: &[Value]) -> Vec<String> {
 
 /// Polls a real Alertmanager until `check`'s active alerts are `want`.
 async fn alertmanager_until(am: &Alertmanager, check: &str, want: &[&str]) -> Vec<Value> {
-    let deadline = Instant::now() + WAIT;
+    let deadline = Instant::now() + common::HANG_GUARD;
     loop {
         let active = active_in(am, check).await;
         if names(&active) == want {

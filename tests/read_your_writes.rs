@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 /// A hang guard, not a service level: waits for background work that
 /// normally takes about a second.
-const HANG_GUARD: Duration = Duration::from_secs(60);
+use common::HANG_GUARD;
 
 /// Who holds the leader lease while a PostgreSQL test keeps folds away.
 const TEST_HOLDER: &str = "read-your-writes-test";

@@ -373,7 +373,7 @@ both_backends!(
                 .0,
             200
         );
-        let got = hook.wait_for(1, common::HANG_GUARD).await;
+        let got = hook.wait_for(1).await;
         assert_eq!(got.len(), 1);
         let body = got[0].json();
         assert_eq!(body["status"], "firing", "{body}");

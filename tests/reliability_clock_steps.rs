@@ -579,7 +579,7 @@ async fn sqlite_a_step_back_while_down_is_found_at_start_and_restarts_continue_t
     ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
 )]
 #[cfg_attr(
-    overdue_missing = "faketime",
+    all(overdue_missing = "faketime", not(overdue_missing = "postgres")),
     ignore = "needs libfaketime (Debian's faketime)"
 )]
 async fn postgres_a_step_back_while_down_is_found_at_start_and_restarts_continue_the_slew() {
@@ -611,7 +611,7 @@ async fn sqlite_a_step_backward_keeps_down_checks_down_and_instants_in_order() {
     ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
 )]
 #[cfg_attr(
-    overdue_missing = "faketime",
+    all(overdue_missing = "faketime", not(overdue_missing = "postgres")),
     ignore = "needs libfaketime (Debian's faketime)"
 )]
 async fn postgres_a_step_forward_raises_no_storm_and_silent_checks_go_down_once() {
@@ -625,7 +625,7 @@ async fn postgres_a_step_forward_raises_no_storm_and_silent_checks_go_down_once(
     ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
 )]
 #[cfg_attr(
-    overdue_missing = "faketime",
+    all(overdue_missing = "faketime", not(overdue_missing = "postgres")),
     ignore = "needs libfaketime (Debian's faketime)"
 )]
 async fn postgres_a_step_backward_keeps_down_checks_down_and_instants_in_order() {

@@ -195,10 +195,7 @@ async fn outage(
     let down_since = Instant::now();
     let down_wall = Utc::now();
     // 11s down: the deadlines (pinged + 4s, pinged + 8s) pass meanwhile.
-    while down_since.elapsed() < Duration::from_secs(11) {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        assert_alive(server);
-    }
+    common::hold(Duration::from_secs(11), || async { assert_alive(server) }).await;
     let up_again = Instant::now();
     let up_wall = Utc::now();
     assert!(
@@ -224,7 +221,7 @@ async fn outage(
     );
 
     // It recovers by itself: pings get 200 again, same process.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + common::HANG_GUARD;
     loop {
         let ok = outcomes
             .lock()
@@ -263,7 +260,7 @@ async fn outage(
     };
 
     // The silent one goes down, after the outage: the clocks paused over it.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + common::HANG_GUARD;
     let flips = loop {
         let flips = flips_of(http, base, &silent).await;
         if flips.iter().any(|f| f.1 == "down") {
@@ -296,7 +293,7 @@ async fn outage(
     // The fallback receiver was told of the blind spot, once, naming both
     // checks: their check-ins were due inside it (the one that checked in
     // since is judged from its pings before the outage).
-    let told = ops.wait_for(round, Duration::from_secs(60)).await;
+    let told = ops.wait_for(round).await;
     assert_eq!(told.len(), round, "one notice per outage");
     let notice = told[round - 1].json();
     let a = &notice["alerts"][0];
@@ -419,9 +416,6 @@ async fn flips_of(http: &reqwest::Client, base: &str, uuid: &str) -> Vec<(DateTi
     flips
 }
 
-/// A hang guard, not a service level (see [`common::HANG_GUARD`]).
-const WAIT: Duration = common::HANG_GUARD;
-
 /// One replica on `cluster` that sends every incident to `hook`. The lease
 /// outlives a restart of the database by far, so the replica leads
 /// throughout.
@@ -483,7 +477,7 @@ async fn connect(url: &str) -> sqlx::PgConnection {
     loop {
         match sqlx::PgConnection::connect(url).await {
             Ok(c) => return c,
-            Err(e) => assert!(start.elapsed() < WAIT, "cannot connect: {e}"),
+            Err(e) => assert!(start.elapsed() < common::HANG_GUARD, "cannot connect: {e}"),
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -497,7 +491,10 @@ async fn wait_firing(hook: &WebhookSink, check: &str) {
         .iter()
         .any(|r| firing_checks(r).iter().any(|c| c == check))
     {
-        assert!(start.elapsed() < WAIT, "{check} was never announced");
+        assert!(
+            start.elapsed() < common::HANG_GUARD,
+            "{check} was never announced"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -527,15 +524,12 @@ async fn a_delivery_open_while_the_database_restarts_is_sent_once() {
     // The receiver has the request and holds it: the attempt is open. The
     // database goes down under it, for longer than the server waits for a
     // connection (5 s), and the receiver accepts while it is down.
-    let first = hook.wait_for(1, WAIT).await;
+    let first = hook.wait_for(1).await;
     let key = first[0].header("idempotency-key").unwrap().to_string();
     cluster.stop();
     let stopped = Instant::now();
     release.notify_one();
-    while stopped.elapsed() < Duration::from_secs(7) {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        assert_alive(&server);
-    }
+    common::hold(Duration::from_secs(7), || async { assert_alive(&server) }).await;
     cluster.start();
     let down_for = stopped.elapsed();
 
@@ -552,7 +546,7 @@ async fn a_delivery_open_while_the_database_restarts_is_sent_once() {
             break;
         }
         assert!(
-            start.elapsed() < WAIT,
+            start.elapsed() < common::HANG_GUARD,
             "{key} is still {state}:\n{}",
             server.log()
         );
@@ -683,7 +677,10 @@ async fn a_fold_open_while_the_database_restarts_loses_and_repeats_nothing() {
             if waiting > 0 {
                 break;
             }
-            assert!(start.elapsed() < WAIT, "no fold waited for the summaries");
+            assert!(
+                start.elapsed() < common::HANG_GUARD,
+                "no fold waited for the summaries"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         // The failure's inbox row is locked by the waiting fold's delete.
@@ -736,7 +733,10 @@ async fn a_fold_open_while_the_database_restarts_loses_and_repeats_nothing() {
         if left == 0 {
             break;
         }
-        assert!(start.elapsed() < WAIT, "{left} pings never folded");
+        assert!(
+            start.elapsed() < common::HANG_GUARD,
+            "{left} pings never folded"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let log: Vec<(i64, Option<i64>)> = sqlx::query_as(

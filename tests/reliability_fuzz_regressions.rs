@@ -3,6 +3,8 @@
 //! hung or drew a 5xx, kept under `fuzz/regressions/<target>/`. Each input runs
 //! through the same `overdue::fuzzing` function its fuzz target calls.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -10,7 +12,7 @@ use std::time::Duration;
 use overdue::fuzzing;
 
 /// Far above what any input takes (milliseconds); only a hang reaches it.
-const PER_INPUT: Duration = Duration::from_secs(120);
+const PER_INPUT: Duration = common::HANG_GUARD;
 
 fn inputs(target: &str) -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");

@@ -47,7 +47,7 @@ async fn raw(base: &str, request: Vec<u8>) -> Reply {
         wr
     });
     let mut buf = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(60), async {
+    let read = tokio::time::timeout(common::HANG_GUARD, async {
         let mut chunk = [0u8; 16 * 1024];
         loop {
             match rd.read(&mut chunk).await {
@@ -301,8 +301,8 @@ async fn stalled_body(base: &str, head: &str, part: &[u8]) -> (Reply, Duration) 
     stream.write_all(head.as_bytes()).await.unwrap();
     stream.write_all(part).await.unwrap();
     let mut buf = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(90), stream.read_to_end(&mut buf)).await;
-    assert!(read.is_ok(), "no answer within 90 s to a stalled body");
+    let read = tokio::time::timeout(common::HANG_GUARD * 2, stream.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "hang guard: no answer to a stalled body");
     (parse(&buf), started.elapsed())
 }
 

@@ -23,8 +23,6 @@ use common::sinks::{SmtpOptions, SmtpSink, WebhookSink};
 use common::{Backend, TestServer};
 use serde_json::{json, Value};
 
-const WAIT: Duration = Duration::from_secs(30);
-
 /// Which kind of receiver is taken down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -174,7 +172,7 @@ async fn until(server: &TestServer, what: &str, pred: impl Fn(&[Value]) -> bool)
             return list;
         }
         assert!(
-            start.elapsed() < WAIT,
+            start.elapsed() < common::HANG_GUARD,
             "timed out waiting until {what}: {list:#?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -336,7 +334,7 @@ async fn beyond_retry_budget(backend: Backend, kind: Kind) {
             break;
         }
         assert!(
-            start.elapsed() < WAIT,
+            start.elapsed() < common::HANG_GUARD,
             "the fallback was told about {got:?}, not {ids:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;

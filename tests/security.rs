@@ -10,9 +10,6 @@ use common::{client, write_config, Backend, ChildServer, TestDb, TestServer, PIN
 use reqwest::Method;
 use serde_json::{json, Value};
 
-/// A hang guard, not a service level (see [`common::HANG_GUARD`]).
-const WAIT: Duration = common::HANG_GUARD;
-
 /// Sends a ping with `method` (and `X-Forwarded-For` when given); returns
 /// (status, Retry-After, body).
 async fn ping(
@@ -208,7 +205,7 @@ async fn notifications_until(
             return list;
         }
         assert!(
-            start.elapsed() < WAIT,
+            start.elapsed() < common::HANG_GUARD,
             "timed out waiting on notifications{query}: {list:#?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -339,7 +336,7 @@ group_wait = "100ms"
     );
     let server = TestServer::start(Backend::Sqlite, &toml).await;
     fail_a_check(&server).await;
-    let got = hook.wait_for(1, WAIT).await;
+    let got = hook.wait_for(1).await;
     assert_eq!(got[0].path, "/hook");
     notifications_until(&server, "?state=delivered", |l| l.len() == 1).await;
     server.stop().await;
@@ -601,7 +598,10 @@ basic_auth = [ {{ user = "ops", password = "{DASH_PASSWORD}", scope = "write" }}
             assert!(dead.iter().all(|n| n["last_error"].is_string()), "{v}");
             break;
         }
-        assert!(start.elapsed() < WAIT, "deliveries did not fail: {v}");
+        assert!(
+            start.elapsed() < common::HANG_GUARD,
+            "deliveries did not fail: {v}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(!hook.requests().is_empty(), "the webhook was tried");

@@ -9,11 +9,8 @@ use std::time::{Duration, Instant};
 
 use chrono::DateTime;
 use common::sinks::{Request, WebhookSink};
-use common::{Backend, ChildServer, TestServer, HANG_GUARD, PING_KEY};
+use common::{Backend, ChildServer, TestServer, PING_KEY};
 use serde_json::{json, Value};
-
-/// A hang guard, not a service level (see [`common::HANG_GUARD`]).
-const WAIT: Duration = HANG_GUARD;
 
 /// A webhook receiver and a route that groups by check and flushes fast.
 fn alerting(hook: &WebhookSink) -> String {
@@ -98,7 +95,10 @@ async fn first_for(hook: &WebhookSink, check: &str) -> Request {
         {
             return r;
         }
-        assert!(start.elapsed() < WAIT, "hang guard: no alert for {check}");
+        assert!(
+            start.elapsed() < common::HANG_GUARD,
+            "hang guard: no alert for {check}"
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
@@ -524,7 +524,10 @@ async fn leader(url: &str) -> String {
         if let Some(h) = holder {
             return h;
         }
-        assert!(start.elapsed() < WAIT, "hang guard: no leader");
+        assert!(
+            start.elapsed() < common::HANG_GUARD,
+            "hang guard: no leader"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -25,7 +25,7 @@ fn browser() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
         .redirect(Policy::none())
-        .timeout(Duration::from_secs(30))
+        .timeout(common::HANG_GUARD)
         .build()
         .unwrap()
 }
@@ -545,7 +545,7 @@ mod browser {
                 .expect("start chromedriver");
             let http = reqwest::Client::builder()
                 .no_proxy()
-                .timeout(Duration::from_secs(60))
+                .timeout(crate::common::HANG_GUARD)
                 .build()
                 .unwrap();
             let base = format!("http://127.0.0.1:{port}");

@@ -158,7 +158,7 @@ both_backends!(
         );
 
         // One notification, through a real HTTP receiver.
-        let calls = hook.wait_for(1, HANG_GUARD).await;
+        let calls = hook.wait_for(1).await;
         let body = calls[0].json();
         let alert = &body["alerts"][0];
         assert_eq!(alert["status"], "firing", "{body}");
@@ -216,7 +216,7 @@ both_backends!(
             (c["status"].clone(), c["reason"].clone()),
             (json!("up"), Value::Null)
         );
-        let calls = hook.wait_for(2, HANG_GUARD).await;
+        let calls = hook.wait_for(2).await;
         let body = calls[1].json();
         assert_eq!(body["status"], "resolved", "{body}");
         tokio::time::sleep(Duration::from_millis(500)).await;

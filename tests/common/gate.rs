@@ -99,7 +99,7 @@ impl TcpGate {
         }
         // The old listener is dropped by its task; binding again can race
         // with that for a moment.
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + super::HANG_GUARD;
         let listener = loop {
             match TcpListener::bind(("127.0.0.1", self.port)).await {
                 Ok(l) => break l,

@@ -27,8 +27,8 @@ pub async fn leader(url: &str) -> Option<(String, i64)> {
 }
 
 /// Waits until some replica holds the lease (other than `not`) and returns
-/// it; panics after `guard` (a hang guard, not a service level).
-pub async fn wait_for_leader(url: &str, not: Option<&str>, guard: Duration) -> (String, i64) {
+/// it; panics after the hang guard.
+pub async fn wait_for_leader(url: &str, not: Option<&str>) -> (String, i64) {
     let start = Instant::now();
     loop {
         if let Some(l) = leader(url).await {
@@ -37,8 +37,8 @@ pub async fn wait_for_leader(url: &str, not: Option<&str>, guard: Duration) -> (
             }
         }
         assert!(
-            start.elapsed() < guard,
-            "no new leader before the {guard:?} hang guard"
+            start.elapsed() < super::HANG_GUARD,
+            "no new leader before the hang guard"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -12,8 +12,12 @@ pub mod lease;
 pub mod peers;
 pub mod pg_cluster;
 pub mod sinks;
+pub mod waits;
 
+#[allow(unused_imports)]
 pub use peers::{missing, need, Peer};
+#[allow(unused_imports)]
+pub use waits::{eventually, hold, HANG_GUARD};
 
 use overdue::config::Config;
 use serde_json::Value;
@@ -22,12 +26,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub const PING_KEY: &str = "test-ping-key";
-
-/// How long a test waits for something that must happen before it calls it
-/// a hang. A hang guard, never a service level: tests assert order,
-/// exactly-once and the instants stored, and how fast things happen is
-/// measured by the scripts in bench/ (BENCHMARKS.md).
-pub const HANG_GUARD: Duration = Duration::from_secs(60);
 
 /// Which database a test runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,21 +71,27 @@ macro_rules! both_backends {
 /// ignore = "needs …")]` per peer, with the reasons build.rs gives.
 #[macro_export]
 macro_rules! needs_peers {
-    ([], $($item:tt)*) => { $($item)* };
-    (@with $peer:literal, $why:literal, [$($rest:ident),*], #[$test:meta] $($item:tt)*) => {
+    ([$($peer:ident),*], $($item:tt)*) => { $crate::needs_peers!(@next [$($peer),*], [], $($item)*); };
+    (@next [], [$($seen:literal),*], $($item:tt)*) => { $($item)* };
+    // One `ignore` at most: a peer's applies only when no peer before it is missing.
+    (@with $peer:literal, $why:literal, [$($rest:ident),*], [$($seen:literal),*], #[$test:meta] $($item:tt)*) => {
         $crate::needs_peers!(
-            [$($rest),*],
+            @next [$($rest),*],
+            [$($seen,)* $peer],
             #[$test]
-            #[cfg_attr(overdue_missing = $peer, ignore = $why)]
+            #[cfg_attr(
+                all(overdue_missing = $peer, not(any($(overdue_missing = $seen),*))),
+                ignore = $why
+            )]
             $($item)*
         );
     };
-    ([postgres $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "postgres", "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL", [$($rest),*], $($t)*); };
-    ([aiosmtpd $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "aiosmtpd", "needs aiosmtpd for /usr/bin/python3 (Debian's python3-aiosmtpd)", [$($rest),*], $($t)*); };
-    ([alertmanager $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "alertmanager", "needs Alertmanager (Debian's prometheus-alertmanager)", [$($rest),*], $($t)*); };
-    ([curl $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "curl", "needs curl", [$($rest),*], $($t)*); };
-    ([healthchecks_io $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "healthchecks_io", "needs healthchecks-io==0.4.4 for /usr/bin/python3 (PyPI)", [$($rest),*], $($t)*); };
-    ([python3 $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "python3", "needs /usr/bin/python3 (Debian's python3)", [$($rest),*], $($t)*); };
+    (@next [postgres $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "postgres", "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL", [$($rest),*], $($t)*); };
+    (@next [aiosmtpd $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "aiosmtpd", "needs aiosmtpd for /usr/bin/python3 (Debian's python3-aiosmtpd)", [$($rest),*], $($t)*); };
+    (@next [alertmanager $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "alertmanager", "needs Alertmanager (Debian's prometheus-alertmanager)", [$($rest),*], $($t)*); };
+    (@next [curl $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "curl", "needs curl", [$($rest),*], $($t)*); };
+    (@next [healthchecks_io $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "healthchecks_io", "needs healthchecks-io==0.4.4 for /usr/bin/python3 (PyPI)", [$($rest),*], $($t)*); };
+    (@next [python3 $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "python3", "needs /usr/bin/python3 (Debian's python3)", [$($rest),*], $($t)*); };
 }
 
 /// The PostgreSQL server tests use, if any.
@@ -460,7 +464,7 @@ pub fn config_path(db: &TestDb) -> PathBuf {
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
-        .timeout(Duration::from_secs(30))
+        .timeout(HANG_GUARD)
         .build()
         .unwrap()
 }
@@ -562,7 +566,7 @@ impl ChildServer {
             }
         });
         let base = rx
-            .recv_timeout(Duration::from_secs(60))
+            .recv_timeout(HANG_GUARD)
             .expect("overdue printed its address");
         ChildServer { child, base, lines }
     }

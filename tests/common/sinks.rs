@@ -115,10 +115,10 @@ impl WebhookSink {
         self.state.requests.lock().unwrap().clone()
     }
 
-    /// Waits until at least `n` requests arrived; panics after `timeout` (a
-    /// hang guard, see [`super::HANG_GUARD`]) listing what did arrive.
-    pub async fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Request> {
-        let deadline = Instant::now() + timeout;
+    /// Waits until at least `n` requests arrived; panics after the hang
+    /// guard ([`super::HANG_GUARD`]) listing what did arrive.
+    pub async fn wait_for(&self, n: usize) -> Vec<Request> {
+        let deadline = Instant::now() + super::HANG_GUARD;
         loop {
             let got = self.requests();
             if got.len() >= n {
@@ -134,7 +134,7 @@ impl WebhookSink {
                     })
                     .collect();
                 panic!(
-                    "webhook sink: expected {n} request(s), got {} before the {timeout:?} hang guard:\n{}",
+                    "webhook sink: expected {n} request(s), got {} before the hang guard:\n{}",
                     got.len(),
                     listed.join("\n")
                 );
@@ -330,7 +330,7 @@ impl SmtpSink {
                 }
             }
         });
-        let port = match rx.recv_timeout(Duration::from_secs(30)) {
+        let port = match rx.recv_timeout(super::HANG_GUARD) {
             Ok(Some(port)) => port,
             _ => {
                 let _ = child.kill();
@@ -378,10 +378,10 @@ impl SmtpSink {
             .collect()
     }
 
-    /// Waits until at least `n` messages arrived; panics after `timeout` with
+    /// Waits until at least `n` messages arrived; panics after the hang guard with
     /// what did arrive and the sink's stderr.
-    pub async fn wait_for(&self, n: usize, timeout: Duration) -> Vec<SmtpMessage> {
-        let deadline = Instant::now() + timeout;
+    pub async fn wait_for(&self, n: usize) -> Vec<SmtpMessage> {
+        let deadline = Instant::now() + super::HANG_GUARD;
         loop {
             let got = self.messages();
             if got.len() >= n {
@@ -393,7 +393,7 @@ impl SmtpSink {
                     .map(|m| format!("  {:?} to {:?}", m.subject, m.rcpt_tos))
                     .collect();
                 panic!(
-                    "SMTP sink: expected {n} message(s) within {timeout:?}, got {}:\n{}\nstderr:\n{}",
+                    "SMTP sink: expected {n} message(s) before the hang guard, got {}:\n{}\nstderr:\n{}",
                     got.len(),
                     subjects.join("\n"),
                     self.stderr()
@@ -527,7 +527,7 @@ impl Alertmanager {
                 log_writer.lock().unwrap().push(line);
             }
         });
-        let addr = match rx.recv_timeout(Duration::from_secs(30)) {
+        let addr = match rx.recv_timeout(super::HANG_GUARD) {
             Ok(addr) => addr,
             Err(_) => {
                 let _ = child.kill();
@@ -552,7 +552,7 @@ impl Alertmanager {
     /// configuration and state.
     async fn wait_ready(&self) {
         let client = super::client();
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + super::HANG_GUARD;
         while Instant::now() < deadline {
             if let Ok(r) = client.get(format!("{}/-/ready", self.base)).send().await {
                 if r.status() == 200 {
