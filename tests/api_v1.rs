@@ -657,9 +657,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/incidents/{id}/ack"),
 ];
 
-#[tokio::test]
-async fn the_openapi_document_matches_the_routes() {
-    let s = TestServer::start(Backend::Sqlite, "").await;
+/// `GET /api/v1/openapi.json`, as JSON text.
+async fn openapi_document(s: &TestServer) -> String {
     let r = s
         .client
         .get(s.url("/api/v1/openapi.json"))
@@ -668,7 +667,13 @@ async fn the_openapi_document_matches_the_routes() {
         .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["content-type"], "application/json");
-    let text = r.text().await.unwrap();
+    r.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn the_openapi_document_matches_the_routes() {
+    let s = TestServer::start(Backend::Sqlite, "").await;
+    let text = openapi_document(&s).await;
     let doc: Value = serde_json::from_str(&text).unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
     assert_eq!(doc["servers"][0]["url"], "/api/v1");
@@ -762,14 +767,7 @@ async fn the_openapi_document_matches_the_routes() {
 async fn the_openapi_document_validates() {
     common::need(common::Peer::OpenapiSpecValidator);
     let s = TestServer::start(Backend::Sqlite, "").await;
-    let r = s
-        .client
-        .get(s.url("/api/v1/openapi.json"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
+    let text = openapi_document(&s).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("openapi.json");
     std::fs::write(&file, &text).unwrap();

@@ -321,12 +321,7 @@ async fn wal_syncs(setting: &str, pings: usize) -> usize {
     let c: Value = r.json().await.unwrap();
     let uuid = c["uuid"].as_str().unwrap().to_string();
     for i in 0..pings {
-        let r = http
-            .get(format!("{}/ping/{uuid}?items={i}", server.base))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        common::get_200(&http, &format!("{}/ping/{uuid}?items={i}", server.base)).await;
     }
     // Stop the server (strace's child); strace then writes out what it saw
     // and exits too.

@@ -336,12 +336,7 @@ async fn create_and_ping(http: &reqwest::Client, base: &str, body: Value) -> Str
         .await
         .unwrap();
     let uuid = c["uuid"].as_str().unwrap().to_string();
-    let r = http
-        .get(format!("{base}/ping/{uuid}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    common::get_200(http, &format!("{base}/ping/{uuid}")).await;
     uuid
 }
 

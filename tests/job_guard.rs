@@ -442,17 +442,7 @@ async fn postgres_two_replicas_never_both_grant_the_last_seat() {
     let one = common::ChildServer::spawn(&path);
     let two = common::ChildServer::spawn(&path);
     let http = common::client();
-    let r = http
-        .post(format!("{}/api/v1/checks", one.base))
-        .json(&json!({"slug": "race", "interval": "1h"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let uuid = r.json::<Value>().await.unwrap()["uuid"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let uuid = common::create_on(&http, &one.base, json!({"slug": "race", "interval": "1h"})).await;
     let bases = [one.base.clone(), two.base.clone()];
     let mut last = 0;
     tokio::time::timeout(HANG_GUARD, async {

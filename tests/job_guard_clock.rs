@@ -29,12 +29,7 @@ async fn server_now(
     base: &str,
     uuid: &str,
 ) -> chrono::DateTime<chrono::Utc> {
-    let r = http
-        .get(format!("{base}/ping/{uuid}/log"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    common::get_200(http, &format!("{base}/ping/{uuid}/log")).await;
     let pings: Value = http
         .get(format!("{base}/api/v1/checks/{uuid}/pings"))
         .send()
@@ -55,17 +50,7 @@ async fn steps(backend: Backend) {
     let server = common::ChildServer::spawn_faked(&config, &offset);
     let http = common::client();
     let base = server.base.clone();
-    let r = http
-        .post(format!("{base}/api/v1/checks"))
-        .json(&json!({"slug": "clocked", "interval": "1h"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let uuid = r.json::<Value>().await.unwrap()["uuid"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let uuid = common::create_on(&http, &base, json!({"slug": "clocked", "interval": "1h"})).await;
 
     tokio::time::timeout(HANG_GUARD, async {
         // A step forward by a day does not free a seat held for a minute.
@@ -112,25 +97,10 @@ async fn steps(backend: Backend) {
     .expect("hang guard");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    overdue_missing = "faketime",
-    ignore = "needs libfaketime (Debian's faketime)"
-)]
-async fn sqlite_a_wall_clock_step_neither_frees_nor_extends_a_lock() {
-    steps(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    overdue_missing = "postgres",
-    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
-)]
-#[cfg_attr(
-    all(overdue_missing = "faketime", not(overdue_missing = "postgres")),
-    ignore = "needs libfaketime (Debian's faketime)"
-)]
-async fn postgres_a_wall_clock_step_neither_frees_nor_extends_a_lock() {
-    common::need_postgres();
-    steps(Backend::Postgres).await;
-}
+both_backends!(
+    a_wall_clock_step_neither_frees_nor_extends_a_lock,
+    needs = [faketime],
+    |backend| async move {
+        steps(backend).await;
+    }
+);

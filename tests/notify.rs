@@ -579,12 +579,7 @@ group_wait = "100ms"
         .await
         .unwrap();
     let uuid = c["uuid"].as_str().unwrap();
-    let r = http
-        .get(format!("{}/ping/{uuid}/fail", server.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    common::get_200(&http, &format!("{}/ping/{uuid}/fail", server.base)).await;
     let first = hook.wait_for(1).await;
     server.kill9();
 

@@ -335,23 +335,13 @@ async fn no_secret_reaches_the_log() {
     let config = common::write_config(db.dir.path(), &db.config_toml(&toml));
     let server = common::ChildServer::spawn_logging(&config, "overdue=debug,info");
     let http = common::client();
-    let r = http
-        .post(format!("{}/api/v1/checks", server.base))
-        .json(&json!({"slug": "leaky", "interval": "1h", "labels": {"team": "t"}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let uuid = r.json::<Value>().await.unwrap()["uuid"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let r = http
-        .get(format!("{}/ping/{uuid}/fail", server.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    let uuid = common::create_on(
+        &http,
+        &server.base,
+        json!({"slug": "leaky", "interval": "1h", "labels": {"team": "t"}}),
+    )
+    .await;
+    common::get_200(&http, &format!("{}/ping/{uuid}/fail", server.base)).await;
     // Every receiver's notification fails for good (400s, exit 1).
     let start = Instant::now();
     loop {

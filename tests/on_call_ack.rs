@@ -477,23 +477,9 @@ async fn postgres_a_link_acknowledged_on_another_replica_stops_the_leaders_remin
     // reads the leader's reminders of far by.
     let mut uuids = Vec::new();
     for slug in ["far", "control"] {
-        let r = http
-            .post(format!("{}/api/v1/checks", other.base))
-            .json(&json!({"slug": slug, "interval": "1h"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201);
-        let uuid = r.json::<Value>().await.unwrap()["uuid"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let r = http
-            .get(format!("{}/ping/{uuid}/fail", other.base))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        let uuid =
+            common::create_on(&http, &other.base, json!({"slug": slug, "interval": "1h"})).await;
+        common::get_200(&http, &format!("{}/ping/{uuid}/fail", other.base)).await;
         uuids.push(uuid);
     }
     let (n, first) = call_where(&hook, 1, |b| checks(b, "firing") == ["control", "far"]).await;

@@ -660,12 +660,7 @@ async fn postgres_a_write_on_one_replica_is_in_the_leaders_metrics_at_once() {
         json!({"slug": "far", "interval": "1m", "manual_resume": true}),
     )
     .await;
-    let r = http
-        .get(format!("{}/ping/{uuid}", other.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    common::get_200(&http, &format!("{}/ping/{uuid}", other.base)).await;
     tokio::time::timeout(HANG_GUARD, async {
         while metrics_status(&scrape(leader.base.clone()).await, "far").as_deref() != Some("up") {
             tokio::time::sleep(Duration::from_millis(50)).await;

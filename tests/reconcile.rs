@@ -429,12 +429,7 @@ both_backends!(sighup_reloads_a_running_server, |backend| async move {
     }
     assert_eq!(seen, ["second"]);
     // The server is still serving after the reload.
-    let r = client
-        .get(format!("{}/healthz", child.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    common::get_200(&client, &format!("{}/healthz", child.base)).await;
 });
 
 /// Replicas of one deployment start together with the same file: both

@@ -564,71 +564,26 @@ async fn while_down(backend: Backend) {
     .expect("hang guard");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    overdue_missing = "faketime",
-    ignore = "needs libfaketime (Debian's faketime)"
-)]
-async fn sqlite_a_step_back_while_down_is_found_at_start_and_restarts_continue_the_slew() {
-    while_down(Backend::Sqlite).await;
-}
+both_backends!(
+    a_step_back_while_down_is_found_at_start_and_restarts_continue_the_slew,
+    needs = [faketime],
+    |backend| async move {
+        while_down(backend).await;
+    }
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    overdue_missing = "postgres",
-    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
-)]
-#[cfg_attr(
-    all(overdue_missing = "faketime", not(overdue_missing = "postgres")),
-    ignore = "needs libfaketime (Debian's faketime)"
-)]
-async fn postgres_a_step_back_while_down_is_found_at_start_and_restarts_continue_the_slew() {
-    common::need_postgres();
-    while_down(Backend::Postgres).await;
-}
+both_backends!(
+    a_step_forward_raises_no_storm_and_silent_checks_go_down_once,
+    needs = [faketime],
+    |backend| async move {
+        forward(backend).await;
+    }
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    overdue_missing = "faketime",
-    ignore = "needs libfaketime (Debian's faketime)"
-)]
-async fn sqlite_a_step_forward_raises_no_storm_and_silent_checks_go_down_once() {
-    forward(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    overdue_missing = "faketime",
-    ignore = "needs libfaketime (Debian's faketime)"
-)]
-async fn sqlite_a_step_backward_keeps_down_checks_down_and_instants_in_order() {
-    backward(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    overdue_missing = "postgres",
-    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
-)]
-#[cfg_attr(
-    all(overdue_missing = "faketime", not(overdue_missing = "postgres")),
-    ignore = "needs libfaketime (Debian's faketime)"
-)]
-async fn postgres_a_step_forward_raises_no_storm_and_silent_checks_go_down_once() {
-    common::need_postgres();
-    forward(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    overdue_missing = "postgres",
-    ignore = "needs PostgreSQL: set OVERDUE_TEST_POSTGRES_URL"
-)]
-#[cfg_attr(
-    all(overdue_missing = "faketime", not(overdue_missing = "postgres")),
-    ignore = "needs libfaketime (Debian's faketime)"
-)]
-async fn postgres_a_step_backward_keeps_down_checks_down_and_instants_in_order() {
-    common::need_postgres();
-    backward(Backend::Postgres).await;
-}
+both_backends!(
+    a_step_backward_keeps_down_checks_down_and_instants_in_order,
+    needs = [faketime],
+    |backend| async move {
+        backward(backend).await;
+    }
+);

@@ -182,12 +182,7 @@ async fn outage(
     let returns = create(http, base, &format!("returns-{round}"), "4s", "4s").await;
     let pinged = Utc::now();
     for uuid in [&silent, &returns] {
-        let r = http
-            .get(format!("{base}/ping/{uuid}"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        common::get_200(http, &format!("{base}/ping/{uuid}")).await;
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
@@ -241,12 +236,7 @@ async fn outage(
     }
     let recovered_after = up_again.elapsed();
     // This job is back to work: it checks in every second from now on.
-    let r = http
-        .get(format!("{base}/ping/{returns}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    common::get_200(http, &format!("{base}/ping/{returns}")).await;
     let returned_at = Utc::now();
     let keeps_pinging = {
         let (http, url) = (http.clone(), format!("{base}/ping/{returns}"));
@@ -378,15 +368,8 @@ async fn create(
     interval: &str,
     grace: &str,
 ) -> String {
-    let r = http
-        .post(format!("{base}/api/v1/checks"))
-        .json(&json!({"slug": slug, "interval": interval, "grace": grace}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201, "create {slug}");
-    let c: Value = r.json().await.unwrap();
-    c["uuid"].as_str().unwrap().to_string()
+    let body = json!({"slug": slug, "interval": interval, "grace": grace});
+    common::create_on(http, base, body).await
 }
 
 async fn get(http: &reqwest::Client, url: &str) -> Value {
@@ -514,12 +497,7 @@ async fn a_delivery_open_while_the_database_restarts_is_sent_once() {
     let server = ChildServer::spawn_binary(&release_binary(), &config);
     let http = client();
     let held = create(&http, &server.base, "held", "1h", "1h").await;
-    let r = http
-        .get(format!("{}/ping/{held}/fail", server.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    common::get_200(&http, &format!("{}/ping/{held}/fail", server.base)).await;
 
     // The receiver has the request and holds it: the attempt is open. The
     // database goes down under it, for longer than the server waits for a
@@ -555,12 +533,7 @@ async fn a_delivery_open_while_the_database_restarts_is_sent_once() {
     let recorded_after = start.elapsed();
     // Deliveries go on: a failure after the restart is announced.
     let after = create(&http, &server.base, "after", "1h", "1h").await;
-    let r = http
-        .get(format!("{}/ping/{after}/fail", server.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    common::get_200(&http, &format!("{}/ping/{after}/fail", server.base)).await;
     wait_firing(&hook, "after").await;
     // Room for a repeated request to show up (the deliverer looks again at
     // least every 5 s).
@@ -658,12 +631,7 @@ async fn a_fold_open_while_the_database_restarts_loses_and_repeats_nothing() {
             .execute(&mut locker)
             .await
             .unwrap();
-        let r = http
-            .get(format!("{base}/ping/{uuid}/fail"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        common::get_200(&http, &format!("{base}/ping/{uuid}/fail")).await;
         failed.push(slug);
         let start = Instant::now();
         loop {

@@ -694,12 +694,7 @@ async fn memory_stays_bounded_under_2000_oversized_requests() {
     eprintln!("RSS before {before} KiB, after {after} KiB, grown {grown} KiB");
     assert!(grown < 64 * 1024, "RSS grew by {grown} KiB");
     // Still serving.
-    let r = http
-        .get(format!("{}/healthz", server.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    common::get_200(&http, &format!("{}/healthz", server.base)).await;
     assert!(!server.log().contains("panicked"), "{}", server.log());
 }
 

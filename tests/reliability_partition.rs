@@ -192,20 +192,13 @@ async fn wait_announced(hook: &WebhookSink, check: &str, status: &str) {
 }
 
 async fn create(http: &reqwest::Client, base: &str, slug: &str, interval: &str, grace: &str) {
-    let r = http
-        .post(format!("{base}/api/v1/checks"))
-        .json(&json!({"slug": slug, "interval": interval, "grace": grace}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201, "create {slug}");
+    let body = json!({"slug": slug, "interval": interval, "grace": grace});
+    common::create_on(http, base, body).await;
 }
 
 /// A ping by slug through `base` that must be answered 200.
 async fn ping(http: &reqwest::Client, base: &str, slug: &str, suffix: &str) {
-    let url = format!("{base}/ping/{PING_KEY}/{slug}{suffix}");
-    let r = http.get(&url).send().await.unwrap();
-    assert_eq!(r.status(), 200, "{url}");
+    common::get_200(http, &format!("{base}/ping/{PING_KEY}/{slug}{suffix}")).await;
 }
 
 /// One probe ping as the client saw it.

@@ -118,12 +118,7 @@ async fn held_until_the_snooze_ends(base: &str, backup: &str, other: &str, hook:
         ms(&v["ends_at"])
     };
     for uuid in [backup, other] {
-        let r = http
-            .get(format!("{base}/ping/{uuid}/fail"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        common::get_200(&http, &format!("{base}/ping/{uuid}/fail")).await;
     }
     // The dispatcher runs: the check not snoozed alerts.
     first_for(hook, "other").await;

@@ -91,6 +91,7 @@ macro_rules! needs_peers {
     (@next [alertmanager $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "alertmanager", "needs Alertmanager (Debian's prometheus-alertmanager)", [$($rest),*], $($t)*); };
     (@next [curl $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "curl", "needs curl", [$($rest),*], $($t)*); };
     (@next [healthchecks_io $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "healthchecks_io", "needs healthchecks-io==0.4.4 for /usr/bin/python3 (PyPI)", [$($rest),*], $($t)*); };
+    (@next [faketime $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "faketime", "needs libfaketime (Debian's faketime)", [$($rest),*], $($t)*); };
     (@next [python3 $(, $rest:ident)*], $($t:tt)*) => { $crate::needs_peers!(@with "python3", "needs /usr/bin/python3 (Debian's python3)", [$($rest),*], $($t)*); };
 }
 
@@ -753,4 +754,10 @@ pub async fn ping_items(
         }
     }
     out
+}
+
+/// A GET (a ping, say) that must be answered 200.
+pub async fn get_200(http: &reqwest::Client, url: &str) {
+    let r = http.get(url).send().await.unwrap();
+    assert_eq!(r.status(), 200, "GET {url}");
 }
