@@ -13,6 +13,7 @@ use crate::clock::now_ms;
 use crate::config::Config;
 use crate::http::browser::PageKey;
 use crate::http::{router, AppState, Shared};
+use crate::lease::{always_leader, is_leader, lease_loop, LeaderWatch};
 use crate::metrics::Metrics;
 use crate::notify::ack::{LinkKey, SECRET_NAME};
 use crate::notify::deliver::Deliverer;
@@ -25,7 +26,6 @@ use crate::store::Store;
 use crate::workers::evaluator::Notice;
 use crate::workers::evaluator::{Evaluator, Observed};
 use crate::workers::ingest::Ingest;
-use crate::workers::lease::{always_leader, is_leader, lease_loop, LeaderWatch};
 use crate::workers::reconcile::Live;
 
 /// Serves on `listener` until `shutdown` fires, then stops accepting, lets
@@ -208,7 +208,7 @@ pub async fn run_with_metrics_listener(
     }
     // Changes made on other replicas reach this one's leader work and its
     // ping routing; a follower's evaluator keeps its checks current with them.
-    let changes = Arc::new(crate::workers::lease::ChangeBarrier::default());
+    let changes = Arc::new(crate::lease::ChangeBarrier::default());
     if !store.single_process() {
         evaluator.set_barrier(changes.clone());
     }

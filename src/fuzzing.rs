@@ -488,11 +488,11 @@ impl Drop for Server {
 /// dispatcher, the heartbeat, the lease): single-process and always leader.
 async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) -> Router {
     use crate::http::{router, AppState, Shared};
+    use crate::lease::always_leader;
     use crate::metrics::Metrics;
     use crate::notify::dispatch::DispatchHandle;
     use crate::workers::evaluator::{Evaluator, Observed};
     use crate::workers::ingest::Ingest;
-    use crate::workers::lease::always_leader;
     use crate::workers::reconcile::Live;
 
     let config = Arc::new(config);

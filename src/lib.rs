@@ -26,9 +26,10 @@ pub mod domain; // pure logic, no I/O: checks, what a ping means, schedules, win
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http; // the HTTP surface: pings, /api/v1, /api/v3, dashboard, badges, metrics
+pub mod lease; // the leader lease: the loop that holds it, the watch on it, the leader-only work loop (a leaf)
 pub mod log_throttle; // repeated log lines: the first, then one per interval with a count (pure rule, `now` passed in)
 pub mod metrics; // service metrics, and the per-check series rendered at scrape time
 pub mod notify; // alerts in: routing, grouping, the outbox, delivery, receivers
 pub mod settings; // the values settings share: secrets, secret files, durations (a leaf)
 pub mod store; // the database behind one Store trait: SQLite and PostgreSQL, rows and SQL only
-pub mod workers; // background workers: ingest, evaluator, retention, reconcile, the lease
+pub mod workers; // background workers: ingest, evaluator, retention, reconcile

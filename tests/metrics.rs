@@ -16,9 +16,9 @@ use common::{client, Backend, TestDb, TestServer};
 use overdue::clock::now_ms;
 use overdue::config::Config;
 use overdue::domain::check::CheckSpec;
+use overdue::lease::leading::LeaderWorker;
 use overdue::store::CheckSource;
 use overdue::workers::evaluator::{Evaluator, Notice, Observed};
-use overdue::workers::leading::LeaderWorker;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -384,8 +384,7 @@ both_backends!(
         observed.beat(now, None);
         let (evaluator, handle) = Evaluator::new(store.clone(), observed);
         let stop = CancellationToken::new();
-        let task =
-            tokio::spawn(evaluator.run(stop.clone(), overdue::workers::lease::always_leader()));
+        let task = tokio::spawn(evaluator.run(stop.clone(), overdue::lease::always_leader()));
         // Its only deadline: the daily check is late one day after its ping.
         let due = now + 86_400_000;
         let start = Instant::now();

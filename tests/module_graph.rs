@@ -23,6 +23,8 @@ const LEAVES: &[(&str, &[&str])] = &[
     // The values every settings module shares.
     ("settings", &[]),
     ("clock", &["domain"]),
+    // The leader lease: the workers and the notifier use it, it uses neither.
+    ("lease", &["store", "clock", "domain"]),
 ];
 
 /// Folders that group independent modules: `workers::evaluator` and
@@ -95,6 +97,19 @@ fn leaves_import_only_what_they_may() {
         wrong.join("\n  ")
     );
     assert!(edges.contains_key(&("clock".to_string(), "domain".to_string())));
+}
+
+/// Delivery depends on the lease, not on the workers that evaluate.
+#[test]
+fn the_notifier_does_not_import_the_workers() {
+    let edges = edges(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let wrong: Vec<String> = edges
+        .iter()
+        .filter(|((a, b), _)| a == "notify" && b.starts_with("workers"))
+        .map(|((a, b), at)| format!("{a} -> {b} ({at})"))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(edges.contains_key(&("notify".to_string(), "lease".to_string())));
 }
 
 #[test]

@@ -11,11 +11,11 @@ use common::{Backend, TestDb};
 use overdue::config::Config;
 use overdue::domain::check::{CheckInput, CheckSpec};
 use overdue::domain::status::{Reason, Status};
+use overdue::lease::leading::LeaderWorker;
 use overdue::notify::dispatch::{DispatchNotice, Dispatcher};
 use overdue::notify::message::{AlertStatus, Message};
 use overdue::store::notify::{NotificationFilter, NotificationRecord, SilenceRecord};
 use overdue::store::{CheckSource, Store, StoredStatus, Transition};
-use overdue::workers::leading::LeaderWorker;
 use tokio::sync::Notify;
 
 const S: i64 = 1_000;

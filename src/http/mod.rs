@@ -61,7 +61,7 @@ pub struct Shared {
     /// Every change to a check goes through here (read-your-writes).
     pub checks: Arc<crate::checks::Checks>,
     /// Waits for other replicas' changes to reach this one.
-    pub changes: Arc<crate::workers::lease::ChangeBarrier>,
+    pub changes: Arc<crate::lease::ChangeBarrier>,
     pub config: Arc<Config>,
     pub evaluator: EvaluatorHandle,
     pub observed: Arc<Observed>,

@@ -70,7 +70,7 @@ pub struct Metrics {
     is_leader: IntGauge,
     /// Wall-clock steps found (`overdue_clock_steps_total{direction}`).
     clock_steps: IntCounterVec,
-    lease: crate::workers::lease::LeaseStats,
+    lease: crate::lease::LeaseStats,
 }
 
 impl Metrics {
@@ -152,7 +152,7 @@ impl Metrics {
         }
         let lease_counter =
             |name: &str, help: &str| IntCounter::new(name, help).expect("valid metric");
-        let lease = crate::workers::lease::LeaseStats {
+        let lease = crate::lease::LeaseStats {
             renewals: lease_counter(
                 "overdue_lease_renewals_total",
                 "Leader lease renewals (and acquisitions) by this replica.",
@@ -242,7 +242,7 @@ impl Metrics {
     }
 
     /// The lease counters, for the lease loop to count into.
-    pub fn lease_stats(&self) -> crate::workers::lease::LeaseStats {
+    pub fn lease_stats(&self) -> crate::lease::LeaseStats {
         self.lease.clone()
     }
 

@@ -22,11 +22,11 @@ use super::settings::DeliverySettings;
 use super::NotifyConfig;
 use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
+use crate::lease::{is_leader, remaining, LeaderWatch};
 use crate::store::notify::{
     AlertQuery, AttemptResult, NewNotification, NotificationRecord, KIND_ALERTS, KIND_UNDELIVERED,
 };
 use crate::store::{Store, StoreError};
-use crate::workers::lease::{is_leader, remaining, LeaderWatch};
 
 /// An attempt starts only while the lease outlives its timeout by this much.
 const LEASE_MARGIN: Duration = Duration::from_millis(250);
@@ -866,7 +866,7 @@ mod tests {
     /// wait for a database the leader can no longer reach, past its lease.
     #[tokio::test]
     async fn an_attempt_sends_nothing_once_the_term_would_not_outlive_it() {
-        use crate::workers::lease::Term;
+        use crate::lease::Term;
         use std::sync::atomic::Ordering;
         let (url, hits) = counting_receiver().await;
         let dir = tempfile::tempdir().unwrap();

@@ -20,12 +20,12 @@ use super::silence_cache::{SilenceCache, StoredSilence};
 use super::NotifyConfig;
 use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
+use crate::lease::leading::{self, LeaderWorker};
+use crate::lease::LeaderWatch;
 use crate::store::notify::{
     AlertQuery, AlertSource, NewNotification, NotificationRecord, KIND_ALERTS,
 };
 use crate::store::Store;
-use crate::workers::leading::{self, LeaderWorker};
-use crate::workers::lease::LeaderWatch;
 
 mod on_call; // holding, acknowledgements read again, releasing groups
 mod render; // the message: alerts, acknowledge links, acknowledged alerts

@@ -30,10 +30,10 @@ use crate::domain::blind_spot::{expected_in, Listing};
 use crate::domain::evaluate::{instant, Rules, RulesCache};
 use crate::domain::ping::{PingKind, UnixMs};
 use crate::domain::timeline::{spans_of, union, Observation};
+use crate::lease::{is_leader, LeaderWatch};
 use crate::notify::blind_spot::blind_spot_notice;
 use crate::notify::NotifyConfig;
 use crate::store::{EvalCheck, Store};
-use crate::workers::lease::{is_leader, LeaderWatch};
 
 /// Checks read per query.
 const PAGE: u32 = 10_000;

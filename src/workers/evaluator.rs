@@ -29,10 +29,10 @@ use crate::domain::overlap::overlap_since;
 use crate::domain::ping::{Summary, UnixMs};
 use crate::domain::status::Status;
 use crate::domain::timeline::Observation;
+use crate::lease::leading::{self, LeaderWorker};
+use crate::lease::{ChangeBarrier, LeaderWatch};
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::store::{EvalCheck, Store, StoreError, StoredStatus, Touched, Transition};
-use crate::workers::leading::{self, LeaderWorker};
-use crate::workers::lease::{ChangeBarrier, LeaderWatch};
 
 mod observed; // this replica's heartbeat, and the spans no replica observed
 mod warm; // a follower holding every check, so that a term starts warm
@@ -809,7 +809,7 @@ impl Evaluator {
     /// seconds; a shutdown or a handover need not wait for it).
     fn interrupted(&self) -> bool {
         self.interrupt.as_ref().is_some_and(|(stop, leader)| {
-            stop.is_cancelled() || !crate::workers::lease::is_leader(&leader.borrow())
+            stop.is_cancelled() || !crate::lease::is_leader(&leader.borrow())
         })
     }
 }

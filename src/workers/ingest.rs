@@ -22,11 +22,11 @@ use uuid::Uuid;
 use crate::clock;
 use crate::domain::fold::Ping;
 use crate::domain::ping::UnixMs;
+use crate::lease::{is_leader, LeaderWatch};
 use crate::log_throttle::Throttled;
 use crate::store::{CheckRef, Store, StoreError};
 use crate::workers::disk_full::{DiskFull, Spell};
 use crate::workers::evaluator::{EvaluatorHandle, Notice};
-use crate::workers::lease::{is_leader, LeaderWatch};
 
 /// Why a ping could not be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

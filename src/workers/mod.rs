@@ -9,7 +9,5 @@ pub mod clock_steps; // counts the wall-clock steps the clock finds and stores t
 pub mod disk_full; // whether the database's disk is full, as the ping writer last found it
 pub mod evaluator; // the deadline queue: wakes when a status can change, records what changed
 pub mod ingest; // the ping path's batching writer (group commit) and the folder that feeds the evaluator
-pub mod leading; // the loop of the workers that run only while this replica leads
-pub mod lease; // the leader lease loop, and the barrier for other replicas' changes
 pub mod reconcile; // the config file's checks, receivers and routes brought into the running server
 pub mod retention; // trims ping logs and old history, leader only

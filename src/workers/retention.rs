@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
+use crate::lease::{is_leader, LeaderWatch};
 use crate::store::Store;
-use crate::workers::lease::{is_leader, LeaderWatch};
 
 /// How often the ping logs are trimmed.
 pub const PING_LOGS_EVERY: Duration = Duration::from_secs(60);

@@ -25,7 +25,7 @@ use crate::domain::evaluate::{evaluate_in, instant};
 use crate::domain::overlap::overlap_since;
 use crate::domain::ping::UnixMs;
 use crate::domain::timeline::Observation;
-use crate::workers::lease::ChangeBarrier;
+use crate::lease::ChangeBarrier;
 
 /// How often a follower reads the checks changed since its last read.
 const REFRESH: Duration = Duration::from_secs(1);

@@ -10,6 +10,10 @@
 //! lost the lease, even before it notices.
 //!
 //! On SQLite the one process is always the leader.
+//!
+//! A leaf of its own (with [`leading`], the loop of leader-only workers):
+//! the workers that evaluate and the notifier that delivers both depend on
+//! it, and it on neither.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +23,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::store::Store;
+
+pub mod leading; // the loop of the workers that run only while this replica leads
 
 /// One term of leadership.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_ms;
 use crate::domain::ping::UnixMs;
-use crate::workers::lease::{is_leader, LeaderWatch};
+use crate::lease::{is_leader, LeaderWatch};
 
 /// A worker that [`run`] drives; each method is one part of a term.
 pub trait LeaderWorker: Send {
@@ -153,7 +153,7 @@ mod tests {
     use tokio::sync::watch;
 
     use super::*;
-    use crate::workers::lease::Term;
+    use crate::lease::Term;
 
     /// What the fake worker was asked to do, in order.
     #[derive(Debug, PartialEq, Eq)]
