@@ -822,7 +822,7 @@ async fn run(args: &Args, db: &Path, loaded_at: LoadedAt) -> anyhow::Result<serd
         stop.clone(),
     ));
     let (evaluator, _handle) = Evaluator::new(store.clone(), observed.clone());
-    let leader = overdue::workers::lease::always_leader();
+    let leader = overdue::lease::always_leader();
     tracker.spawn(evaluator.run(stop.clone(), leader));
 
     // Start-up is over once every check has its status row.
