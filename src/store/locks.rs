@@ -26,6 +26,33 @@ pub struct Seat {
     pub expires_at: UnixMs,
 }
 
+/// A seat's row as both backends read it (the columns [`SEAT_COLUMNS`] names).
+#[derive(sqlx::FromRow)]
+pub(super) struct SeatRow {
+    pub token: i64,
+    pub holder: String,
+    pub ttl_ms: i64,
+    pub acquired_at: i64,
+    pub expires_at: i64,
+    pub nonce: Option<String>,
+}
+
+/// The columns of `check_locks` a [`SeatRow`] holds.
+pub(super) const SEAT_COLUMNS: &str = "token, holder, ttl_ms, acquired_at, expires_at, nonce";
+
+impl From<SeatRow> for Seat {
+    /// The seat as stored (PostgreSQL's expiry is the database's clock).
+    fn from(r: SeatRow) -> Seat {
+        Seat {
+            token: r.token,
+            holder: r.holder,
+            ttl_ms: r.ttl_ms,
+            acquired_at: r.acquired_at,
+            expires_at: r.expires_at,
+        }
+    }
+}
+
 /// What an acquire or a renewal got.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquired {

@@ -353,6 +353,30 @@ pub async fn open(db: DatabaseSettings<'_>) -> anyhow::Result<Arc<dyn Store>> {
     }
 }
 
+/// Opens a backend's pool and brings its schema up to date: what both
+/// backends' `connect` share. `what` names the database in errors.
+async fn open_pool<DB>(
+    pool: sqlx::pool::PoolOptions<DB>,
+    options: <DB::Connection as sqlx::Connection>::Options,
+    migrator: &sqlx::migrate::Migrator,
+    what: &str,
+) -> anyhow::Result<sqlx::Pool<DB>>
+where
+    DB: sqlx::Database,
+    DB::Connection: sqlx::migrate::Migrate,
+{
+    use anyhow::Context as _;
+    let pool = pool
+        .connect_with(options)
+        .await
+        .with_context(|| format!("cannot open the {what} database"))?;
+    migrator
+        .run(&pool)
+        .await
+        .with_context(|| format!("cannot apply {what} migrations"))?;
+    Ok(pool)
+}
+
 /// Applies migrations only (`overdue migrate`).
 pub async fn migrate(db: DatabaseSettings<'_>) -> anyhow::Result<()> {
     open(db).await.map(|_| ())

@@ -8,42 +8,14 @@ use async_trait::async_trait;
 use super::lease::DB_NOW_MS;
 use super::PgStore;
 use crate::domain::ping::UnixMs;
-use crate::store::locks::{Acquired, LockAsk, LockStore, Seat};
+use crate::store::locks::{Acquired, LockAsk, LockStore, Seat, SeatRow, SEAT_COLUMNS};
 use crate::store::StoreError;
-
-const SEAT_COLUMNS: &str = "token, holder, ttl_ms, acquired_at, expires_at";
-
-#[derive(sqlx::FromRow)]
-struct SeatRow {
-    token: i64,
-    holder: String,
-    ttl_ms: i64,
-    acquired_at: i64,
-    expires_at: i64,
-}
-
-impl From<SeatRow> for Seat {
-    fn from(r: SeatRow) -> Seat {
-        Seat {
-            token: r.token,
-            holder: r.holder,
-            ttl_ms: r.ttl_ms,
-            acquired_at: r.acquired_at,
-            expires_at: r.expires_at,
-        }
-    }
-}
 
 #[async_trait]
 impl LockStore for PgStore {
+    /// Every instant is the database's: `_now` (the server's) is not used.
     async fn acquire_lock(&self, ask: LockAsk<'_>, _now: UnixMs) -> Result<Acquired, StoreError> {
-        let LockAsk {
-            check_id,
-            holder,
-            ttl_ms,
-            token,
-            nonce,
-        } = ask;
+        let (check_id, ttl_ms) = (ask.check_id, ask.ttl_ms);
         let mut tx = self.pool.begin().await?;
         // The check's token row, locked (created on first use) until the
         // commit: acquires of one check on every replica take turns here,
@@ -68,7 +40,7 @@ impl LockStore for PgStore {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-        let answer = if let Some(token) = token {
+        let answer = if let Some(token) = ask.token {
             let renewed: Option<SeatRow> = sqlx::query_as(&format!(
                 "UPDATE check_locks SET ttl_ms = $3, expires_at = $4 \
                  WHERE check_id = $1 AND token = $2 RETURNING {SEAT_COLUMNS}"
@@ -92,7 +64,7 @@ impl LockStore for PgStore {
             .bind(check_id)
             .fetch_all(&mut *tx)
             .await?;
-            let mine: Option<SeatRow> = match nonce {
+            let mine: Option<SeatRow> = match ask.nonce {
                 Some(n) => {
                     sqlx::query_as(&format!(
                         "SELECT {SEAT_COLUMNS} FROM check_locks WHERE check_id = $1 AND nonce = $2"
@@ -124,11 +96,11 @@ impl LockStore for PgStore {
                 ))
                 .bind(check_id)
                 .bind(token)
-                .bind(holder)
+                .bind(ask.holder)
                 .bind(ttl_ms)
                 .bind(now)
                 .bind(now.saturating_add(ttl_ms))
-                .bind(nonce)
+                .bind(ask.nonce)
                 .fetch_one(&mut *tx)
                 .await?;
                 Acquired::Held(seat.into())

@@ -73,14 +73,9 @@ impl PgStore {
         let appenders = AppendConnections::new(options.clone());
         let pool = PgPoolOptions::new()
             .max_connections(16)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_with(options)
-            .await
-            .context("cannot connect to PostgreSQL")?;
-        sqlx::migrate!("migrations/postgres")
-            .run(&pool)
-            .await
-            .context("cannot apply PostgreSQL migrations")?;
+            .acquire_timeout(Duration::from_secs(5));
+        let migrator = sqlx::migrate!("migrations/postgres");
+        let pool = super::open_pool(pool, options, &migrator, "PostgreSQL").await?;
         Ok(PgStore {
             pool,
             appenders,

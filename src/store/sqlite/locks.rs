@@ -11,23 +11,11 @@ use async_trait::async_trait;
 
 use super::SqliteStore;
 use crate::domain::ping::UnixMs;
-use crate::store::locks::{Acquired, LockAsk, LockStore, Seat};
+use crate::store::locks::{Acquired, LockAsk, LockStore, Seat, SeatRow, SEAT_COLUMNS};
 use crate::store::StoreError;
 
 /// When each seat (check id, token) expires, by the monotonic clock.
 pub(super) type Deadlines = HashMap<(i64, i64), Instant>;
-
-#[derive(sqlx::FromRow)]
-struct SeatRow {
-    token: i64,
-    holder: String,
-    ttl_ms: i64,
-    acquired_at: i64,
-    expires_at: i64,
-    nonce: Option<String>,
-}
-
-const SEAT_COLUMNS: &str = "token, holder, ttl_ms, acquired_at, expires_at, nonce";
 
 /// How far the shown expiry may be from the stored one before the stored
 /// one is taken as out of date (after a restart or a wall-clock step).

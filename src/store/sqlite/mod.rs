@@ -63,15 +63,9 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(5))
             .foreign_keys(true)
             .pragma("wal_autocheckpoint", AUTOCHECKPOINT_PAGES.to_string());
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options.clone())
-            .await
-            .context("cannot open the SQLite database")?;
-        sqlx::migrate!("migrations/sqlite")
-            .run(&pool)
-            .await
-            .context("cannot apply SQLite migrations")?;
+        let pool = SqlitePoolOptions::new().max_connections(4);
+        let migrator = sqlx::migrate!("migrations/sqlite");
+        let pool = super::open_pool(pool, options.clone(), &migrator, "SQLite").await?;
         // Room for every shape of ping INSERT and of round chunk it prepares.
         let writer_options = options.clone().statement_cache_capacity(WRITER_STATEMENTS);
         let conn = SqliteConnection::connect_with(&writer_options)
