@@ -3,8 +3,8 @@
 //! Helm itself runs through tests/support/helm.py, which binds Helm's Go library
 //! (PyPI's helm-python-sdk) with Debian's /usr/bin/python3, as the SMTP sink does:
 //! `lint` is `helm lint --strict`, `render` is `helm template`. Without that library
-//! the Helm tests are skipped with a message, except in CI (`CI` set), where they
-//! fail: a skipped check must not look like a passing one. `.ci/run` installs it.
+//! the Helm tests are counted as ignored, except in CI (`CI` set), where they
+//! fail. `.ci/run` installs it.
 //! `OVERDUE_HELM_PYTHON` names another interpreter (a virtualenv, say).
 //!
 //! The tests that need no Helm (the rules copy, the Dockerfile) always run.
