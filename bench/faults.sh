@@ -41,13 +41,13 @@ cargo test --quiet --no-run --test reliability_disk_full --test reliability_part
 for i in $(seq 1 "$runs"); do
     echo "run $i of $runs" >&2
     cargo test --quiet --test reliability_disk_full a_full_disk -- --nocapture 2>/dev/null \
-        | grep '^full disk' >>"$out/disk" || { echo "the full-disk test failed" >&2; exit 1; }
+        | grep -oE 'full disk \(.*' >>"$out/disk" || { echo "the full-disk test failed" >&2; exit 1; }
     cargo test --quiet --test reliability_partition -- --nocapture 2>/dev/null \
-        | grep '^partition:' >>"$out/partition" || { echo "the partition test failed" >&2; exit 1; }
+        | grep -oE 'partition: .*' >>"$out/partition" || { echo "the partition test failed" >&2; exit 1; }
     cargo test --quiet --test reliability_clock_steps -- --nocapture --test-threads 1 \
         'step_forward_raises_no_storm_and_silent_checks_go_down_once::sqlite' \
         'step_backward_keeps_down_checks_down_and_instants_in_order::sqlite' 2>/dev/null \
-        | grep -E '^(forward|backward):' >>"$out/clock" || { echo "the clock-step tests failed" >&2; exit 1; }
+        | grep -oE '(forward|backward): .*' >>"$out/clock" || { echo "the clock-step tests failed" >&2; exit 1; }
 done
 
 table=$(python3 - "$out" "$runs" "$(git rev-parse --short HEAD)" "$(nproc)" <<'EOF'
