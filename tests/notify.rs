@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::sinks::{Behaviour, SmtpOptions, SmtpSink, WebhookSink};
-use common::{client, write_config, Backend, ChildServer, TestDb, TestServer};
+use common::{client, notifications_until, write_config, Backend, ChildServer, TestDb, TestServer};
 use serde_json::{json, Value};
 
 /// Creates a check with these labels; returns its uuid.
@@ -37,29 +37,6 @@ async fn fail_together(server: &TestServer, uuids: &[String]) {
     }
     while let Some(status) = set.join_next().await {
         assert_eq!(status.unwrap(), 200);
-    }
-}
-
-/// Polls the notifications API until `pred` holds.
-async fn notifications_until(
-    server: &TestServer,
-    query: &str,
-    pred: impl Fn(&[Value]) -> bool,
-) -> Vec<Value> {
-    let start = Instant::now();
-    loop {
-        let v = server
-            .get_json(&format!("/api/v1/notifications{query}"))
-            .await;
-        let list = v["notifications"].as_array().unwrap().clone();
-        if pred(&list) {
-            return list;
-        }
-        assert!(
-            start.elapsed() < common::HANG_GUARD,
-            "timed out waiting on notifications{query}: {list:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

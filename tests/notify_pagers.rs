@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::sinks::{Behaviour, WebhookSink};
-use common::TestServer;
+use common::{notifications_until, TestServer};
 use serde_json::{json, Value};
 
 const ROUTING_KEY: &str = "R0UT1NGKEY0123456789abcdefABCDEF";
@@ -35,29 +35,6 @@ async fn fail_all(server: &TestServer, uuids: &[String]) {
 async fn succeed_all(server: &TestServer, uuids: &[String]) {
     for uuid in uuids {
         assert_eq!(server.ping(&format!("/ping/{uuid}")).await.0, 200);
-    }
-}
-
-/// Polls the notifications API until `pred` holds.
-async fn notifications_until(
-    server: &TestServer,
-    query: &str,
-    pred: impl Fn(&[Value]) -> bool,
-) -> Vec<Value> {
-    let start = Instant::now();
-    loop {
-        let v = server
-            .get_json(&format!("/api/v1/notifications{query}"))
-            .await;
-        let list = v["notifications"].as_array().unwrap().clone();
-        if pred(&list) {
-            return list;
-        }
-        assert!(
-            start.elapsed() < common::HANG_GUARD,
-            "notifications{query}: {list:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

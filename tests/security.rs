@@ -6,7 +6,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::sinks::{Behaviour, WebhookSink};
-use common::{client, write_config, Backend, ChildServer, TestDb, TestServer, PING_KEY};
+use common::{
+    client, notifications_until, write_config, Backend, ChildServer, TestDb, TestServer, PING_KEY,
+};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -187,29 +189,6 @@ async fn pings_are_not_limited_by_default() {
         assert_eq!(status.unwrap(), 200);
     }
     server.stop().await;
-}
-
-/// Polls the notifications API until `pred` holds.
-async fn notifications_until(
-    server: &TestServer,
-    query: &str,
-    pred: impl Fn(&[Value]) -> bool,
-) -> Vec<Value> {
-    let start = Instant::now();
-    loop {
-        let v = server
-            .get_json(&format!("/api/v1/notifications{query}"))
-            .await;
-        let list = v["notifications"].as_array().unwrap().clone();
-        if pred(&list) {
-            return list;
-        }
-        assert!(
-            start.elapsed() < common::HANG_GUARD,
-            "timed out waiting on notifications{query}: {list:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Creates a check labelled team=data and fails it.
