@@ -9,6 +9,7 @@ use std::time::Duration;
 
 pub mod gate;
 pub mod lease;
+pub mod messages;
 pub mod peers;
 pub mod pg_cluster;
 pub mod sinks;
