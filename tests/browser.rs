@@ -12,6 +12,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::api::status_and_json;
 use common::{csrf_of, label_badge_key, Backend, TestDb, TestServer};
 use reqwest::redirect::Policy;
 use reqwest::Method;
@@ -54,11 +55,7 @@ async fn send(
         }
         r = r.body(text.to_string());
     }
-    let r = r.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    (status, body)
+    status_and_json(r.send().await.unwrap()).await
 }
 
 /// The `/api/v1` error message of an answer.

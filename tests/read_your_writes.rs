@@ -11,6 +11,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::api::send_json;
 use common::{Backend, TestDb, TestServer};
 use serde_json::{json, Value};
 
@@ -155,23 +156,15 @@ async fn settled(db: &TestDb) {
     .expect("hang guard: the pings were folded");
 }
 
+/// `method path` with `body` as JSON if any: the status and the body of
+/// the answer.
 async fn send(
     s: &TestServer,
     method: reqwest::Method,
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let mut r = s.client.request(method, s.url(path));
-    if let Some(b) = body {
-        r = r.json(&b);
-    }
-    let r = r.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    send_json(s.client.request(method, s.url(path)), body).await
 }
 
 async fn post(s: &TestServer, path: &str) -> Value {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+pub mod api;
 pub mod gate;
 pub mod lease;
 pub mod messages;
