@@ -353,6 +353,29 @@ impl SmtpSink {
         self.port
     }
 
+    /// Config text for a receiver "mail" that mails oncall@example.com
+    /// through this sink, and a first route that sends it every alert and
+    /// lets each go on to a route to the receiver "hook".
+    pub fn mail_then_hook_toml(&self) -> String {
+        format!(
+            r#"
+[[receivers]]
+name = "mail"
+type = "email"
+to = ["oncall@example.com"]
+smtp = {{ host = "127.0.0.1", port = {}, tls = "none", from = "overdue@example.com" }}
+
+[[route.routes]]
+receiver = "mail"
+continue = true
+
+[[route.routes]]
+receiver = "hook"
+"#,
+            self.port()
+        )
+    }
+
     /// The PEM file of the CA that signed the sink's certificate (TLS modes).
     pub fn ca_file(&self) -> &Path {
         self.ca_file
