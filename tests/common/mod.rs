@@ -579,6 +579,25 @@ impl ChildServer {
         self.lines.lock().unwrap().join("\n")
     }
 
+    /// Waits until it has logged a line containing `text`.
+    pub async fn wait_log(&self, text: &str) {
+        self.wait_log_after(0, text).await;
+    }
+
+    /// Waits until it has logged a line containing `text` after the first
+    /// `mark` bytes of its log.
+    pub async fn wait_log_after(&self, mark: usize, text: &str) {
+        let start = std::time::Instant::now();
+        while !self.log().get(mark..).is_some_and(|l| l.contains(text)) {
+            assert!(
+                start.elapsed() < HANG_GUARD,
+                "no {text:?} before the hang guard:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Its replica id, from its "replica started" line.
     pub fn replica(&self) -> String {
         let log = self.log();

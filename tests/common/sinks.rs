@@ -2,7 +2,7 @@
 //! and answers from a script, an SMTP server (aiosmtpd, in a child process),
 //! and a real Alertmanager.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -608,5 +608,49 @@ impl Drop for Alertmanager {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Announcements
+
+/// (check, incident start, status) of every alert in every distinct
+/// notification (by `Idempotency-Key`), with the keys of the notifications
+/// that listed it.
+pub fn announcements(requests: &[Request]) -> BTreeMap<(String, String, String), BTreeSet<String>> {
+    let mut out: BTreeMap<(String, String, String), BTreeSet<String>> = BTreeMap::new();
+    for r in requests {
+        let key = r.header("idempotency-key").unwrap().to_string();
+        let body = r.json();
+        for a in body["alerts"].as_array().unwrap() {
+            out.entry((
+                a["labels"]["check"].as_str().unwrap().to_string(),
+                a["startsAt"].as_str().unwrap().to_string(),
+                a["status"].as_str().unwrap().to_string(),
+            ))
+            .or_default()
+            .insert(key.clone());
+        }
+    }
+    out
+}
+
+/// Waits until `hook` has heard `n` distinct announcements (incidents) of
+/// `check` going `status`.
+pub async fn wait_announced(hook: &WebhookSink, check: &str, status: &str, n: usize) {
+    let start = Instant::now();
+    loop {
+        let got = announcements(&hook.requests())
+            .keys()
+            .filter(|(c, _, s)| c == check && s == status)
+            .count();
+        if got >= n {
+            return;
+        }
+        assert!(
+            start.elapsed() < super::HANG_GUARD,
+            "{check}: {n} {status} announcement(s) expected, {got} seen before the hang guard"
+        );
+        tokio::time::sleep(POLL).await;
     }
 }
