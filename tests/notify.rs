@@ -271,21 +271,12 @@ retry_base = "200ms"
 both_backends!(a_permanent_failure_is_not_retried, |backend| async move {
     let hook = WebhookSink::start().await;
     hook.push(Behaviour::Status(400));
-    let toml = format!(
-        r#"
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_wait = "100ms"
+    let toml = hook.hook_toml(
+        r#"group_wait = "100ms"
 
 [notifications]
 retry_base = "100ms"
 "#,
-        url = hook.url("/hook"),
     );
     let server = TestServer::start(backend, &toml).await;
     failing(&server, "a", json!({})).await;
@@ -364,23 +355,14 @@ both_backends!(
         for _ in 0..50 {
             hook.push(Behaviour::Status(500));
         }
-        let toml = format!(
-            r#"
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_wait = "100ms"
+        let toml = hook.hook_toml(
+            r#"group_wait = "100ms"
 
 [notifications]
 max_attempts = 2
 retry_base = "50ms"
 sweep_interval = "1s"
 "#,
-            url = hook.url("/hook"),
         );
         let server = TestServer::start(backend, &toml).await;
         let uuid = failing(&server, "a", json!({})).await;

@@ -302,16 +302,8 @@ async fn an_allowed_address_is_reached_despite_deny_private() {
 allow = ["127.0.0.1/32"]
 deny = ["private"]
 
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_wait = "100ms"
-"#,
-        url = hook.url("/hook"),
+{hook}"#,
+        hook = hook.hook_toml("group_wait = \"100ms\"\n"),
     );
     let server = TestServer::start(Backend::Sqlite, &toml).await;
     fail_a_check(&server).await;

@@ -14,20 +14,11 @@ use serde_json::{json, Value};
 
 /// A webhook receiver and a route that groups by check and flushes fast.
 fn alerting(hook: &WebhookSink) -> String {
-    format!(
-        r#"
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_by = ["check"]
+    hook.hook_toml(
+        r#"group_by = ["check"]
 group_wait = "300ms"
 group_interval = "500ms"
 "#,
-        url = hook.url("/hook"),
     )
 }
 

@@ -414,6 +414,19 @@ impl TestServer {
         r.json().await.unwrap()
     }
 
+    /// Polls `GET path` until `pred` holds for its JSON, and returns that.
+    pub async fn json_until(&self, path: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let start = std::time::Instant::now();
+        loop {
+            let v = self.get_json(path).await;
+            if pred(&v) {
+                return v;
+            }
+            assert!(start.elapsed() < HANG_GUARD, "timed out on {path}: {v:#}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Sends a ping and returns (status, body).
     pub async fn ping(&self, path: &str) -> (u16, String) {
         let r = self.client.get(self.url(path)).send().await.unwrap();

@@ -110,6 +110,24 @@ impl WebhookSink {
         self.state.script.lock().unwrap().push_back(behaviour);
     }
 
+    /// Config text for a receiver "hook" posting to this sink's `/hook`
+    /// and a `[route]` sending it every alert, followed by `rest`: more keys
+    /// of the route, then any other tables.
+    pub fn hook_toml(&self, rest: &str) -> String {
+        format!(
+            r#"
+[[receivers]]
+name = "hook"
+type = "webhook"
+url = "{url}"
+
+[route]
+receiver = "hook"
+{rest}"#,
+            url = self.url("/hook"),
+        )
+    }
+
     /// Everything received so far.
     pub fn requests(&self) -> Vec<Request> {
         self.state.requests.lock().unwrap().clone()
