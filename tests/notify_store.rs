@@ -5,26 +5,13 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Backend, TestDb};
-use overdue::config::Config;
-use overdue::domain::check::{CheckInput, CheckSpec};
+use common::stores::{open, spec};
 use overdue::domain::status::{Reason, Status};
 use overdue::store::notify::{
     AlertQuery, AttemptResult, NewNotification, NotificationFilter, SilenceRecord, SilenceVersion,
     KIND_ALERTS, KIND_UNDELIVERED,
 };
 use overdue::store::{CheckSource, Store, StoreError, StoredStatus, Transition};
-
-async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
-    let db = TestDb::new(backend).await;
-    let config = Config::from_toml(&db.config_toml("")).unwrap();
-    let store = overdue::store::open(config.database()).await.unwrap();
-    (db, store)
-}
-
-fn spec(json: &str) -> CheckSpec {
-    CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
-}
 
 fn st(status: Status, reason: Option<Reason>, since: i64) -> StoredStatus {
     StoredStatus {

@@ -4,26 +4,14 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Backend, TestDb};
-use overdue::config::Config;
-use overdue::domain::check::{CheckInput, CheckSpec};
+use common::stores::{open, spec};
+use common::Backend;
 use overdue::domain::fold::Ping;
 use overdue::domain::ping::PingKind;
 use overdue::store::notify::{NewNotification, NotificationFilter, KIND_BLIND_SPOT};
 use overdue::store::replicas::Unobserved;
 use overdue::store::{CheckSource, Store, StoreError};
 use uuid::Uuid;
-
-async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
-    let db = TestDb::new(backend).await;
-    let config = Config::from_toml(&db.config_toml("")).unwrap();
-    let store = overdue::store::open(config.database()).await.unwrap();
-    (db, store)
-}
-
-fn spec(json: &str) -> CheckSpec {
-    CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
-}
 
 fn ping(check_id: i64, at: i64, kind: PingKind) -> Ping {
     Ping {

@@ -14,6 +14,7 @@ pub mod messages;
 pub mod peers;
 pub mod pg_cluster;
 pub mod sinks;
+pub mod stores;
 pub mod waits;
 
 #[allow(unused_imports)]
