@@ -266,15 +266,7 @@ both_backends!(
         let s = TestServer::start(backend, "").await;
         let c = s.create_check(json!({"slug": "nightly"})).await;
         let uuid = c["uuid"].as_str().unwrap();
-        let page = s
-            .client
-            .get(s.url(&format!("/checks/{uuid}")))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = s.get_text(&format!("/checks/{uuid}")).await;
         let csrf = csrf_of(&page);
         let post = |headers: Vec<(&'static str, String)>| {
             let mut r = browser()
@@ -547,15 +539,7 @@ fn old_key(prefix: &str, database_url: &str, text: &str) -> String {
 /// The CSRF token of `check`'s page (loopback, no key) and the badge key
 /// of team=data.
 async fn page_secrets(s: &TestServer, check: &str) -> (String, String) {
-    let page = s
-        .client
-        .get(s.url(&format!("/checks/{check}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = s.get_text(&format!("/checks/{check}")).await;
     (csrf_of(&page), label_badge_key(s, "team=data").await)
 }
 

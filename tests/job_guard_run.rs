@@ -517,15 +517,7 @@ both_backends!(overdue_ping_skip_records_a_reason, |backend| async move {
     );
     let log = pings(&s, &uuid).await;
     assert_eq!(skip_reasons(&log), ["maintenance: disk swap"]);
-    let m = s
-        .client
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = s.get_text("/metrics").await;
     assert!(m.contains("overdue_skips_total{reason=\"other\"} 1"), "{m}");
     s.stop().await;
 });

@@ -129,15 +129,7 @@ both_backends!(
 
         // The routing key is in no API answer, metric or log-visible target.
         for path in ["/api/v1/receivers", "/api/v1/notifications", "/metrics"] {
-            let text = server
-                .client
-                .get(server.url(path))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            let text = server.get_text(path).await;
             assert!(!text.contains(ROUTING_KEY), "{path} shows the routing key");
         }
         let receivers = server.get_json("/api/v1/receivers").await;
@@ -261,15 +253,7 @@ group_interval = "1s"
             Some(format!("GenieKey {GENIE_KEY}").as_str())
         );
         assert!(close.json()["note"].as_str().unwrap().contains("RESOLVED"));
-        let receivers = server
-            .client
-            .get(server.url("/api/v1/receivers"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let receivers = server.get_text("/api/v1/receivers").await;
         assert!(!receivers.contains(GENIE_KEY));
         server.stop().await;
     }

@@ -197,24 +197,8 @@ struct Seen {
 async fn seen(s: &TestServer, uuid: &str, slug: &str) -> Seen {
     let v1 = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
     let v3 = s.get_json(&format!("/api/v3/checks/{uuid}")).await;
-    let page = s
-        .client
-        .get(s.url(&format!("/checks/{uuid}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let metrics = s
-        .client
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = s.get_text(&format!("/checks/{uuid}")).await;
+    let metrics = s.get_text("/metrics").await;
     Seen {
         v1: (
             v1["paused"].as_bool().unwrap(),

@@ -106,15 +106,7 @@ both_backends!(
         assert_eq!(status, 200);
         assert_eq!(ping_count(&server, &b).await, 1);
 
-        let text = server
-            .client
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = server.get_text("/metrics").await;
         assert_eq!(
             metric(
                 &text,

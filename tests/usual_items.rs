@@ -149,29 +149,13 @@ both_backends!(
         assert_eq!(v3["status"], "down");
         assert_eq!(v3["usual_items"], USUAL_NOW);
         // The gauge and the dashboard show the usual count in force.
-        let metrics = s
-            .client
-            .get(s.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = s.get_text("/metrics").await;
         let gauge = metrics
             .lines()
             .find(|l| l.starts_with("overdue_check_usual_items{") && l.contains("check=\"poller\""))
             .unwrap_or_else(|| panic!("no usual-items gauge for poller"));
         assert!(gauge.ends_with(" 46.5"), "{gauge}");
-        let page = s
-            .client
-            .get(s.url("/checks/poller"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = s.get_text("/checks/poller").await;
         assert!(page.contains("Stalled"), "the page names the status");
         assert!(
             page.contains("far fewer items than usual"),

@@ -428,6 +428,12 @@ impl TestServer {
         }
     }
 
+    /// The body of `GET path`, whatever the status.
+    pub async fn get_text(&self, path: &str) -> String {
+        let r = self.client.get(self.url(path)).send().await.unwrap();
+        r.text().await.unwrap()
+    }
+
     /// Sends a ping and returns (status, body).
     pub async fn ping(&self, path: &str) -> (u16, String) {
         let r = self.client.get(self.url(path)).send().await.unwrap();
