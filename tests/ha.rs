@@ -15,7 +15,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::lease::{self, assert_terms_follow_each_other};
-use common::sinks::{announcements, wait_announced, Behaviour, Request, WebhookSink};
+use common::sinks::{
+    announcements, wait_announced, Behaviour, Request, WebhookSink, PERSISTENT_RETRIES,
+};
 use common::{client, write_config, Backend, ChildServer, TestDb};
 use rand::Rng;
 use serde_json::{json, Value};
@@ -39,26 +41,9 @@ fn config(db: &TestDb, hook: &WebhookSink, ttl: &str, extra: &str) -> String {
         r#"
 heartbeat_period = "200ms"
 lease_ttl = "{ttl}"
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-timeout = "500ms"
-
-[route]
-receiver = "hook"
-group_by = ["check"]
-group_wait = "200ms"
-group_interval = "300ms"
-
-[notifications]
-max_attempts = 20
-retry_base = "100ms"
-retry_max = "1s"
-{extra}
+{hook}{PERSISTENT_RETRIES}{extra}
 "#,
-        url = hook.url("/hook"),
+        hook = hook.per_check_toml("500ms", "200ms", "300ms"),
     ))
 }
 

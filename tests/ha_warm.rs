@@ -24,20 +24,8 @@ fn config(db: &TestDb, hook: &WebhookSink) -> String {
         r#"
 heartbeat_period = "200ms"
 lease_ttl = "3s"
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-timeout = "500ms"
-
-[route]
-receiver = "hook"
-group_by = ["check"]
-group_wait = "100ms"
-group_interval = "200ms"
-"#,
-        url = hook.url("/hook"),
+{hook}"#,
+        hook = hook.per_check_toml("500ms", "100ms", "200ms"),
     ))
 }
 

@@ -36,7 +36,9 @@ use std::time::{Duration, Instant};
 
 use common::lease::{self, assert_terms_follow_each_other};
 use common::pg_cluster::PgCluster;
-use common::sinks::{announcements, unix_ms, wait_announced, Request, WebhookSink};
+use common::sinks::{
+    announcements, unix_ms, wait_announced, Request, WebhookSink, PERSISTENT_RETRIES,
+};
 use common::{client, missing, write_config, ChildServer, Peer, PING_KEY};
 use serde_json::json;
 use sqlx::Connection;
@@ -131,25 +133,8 @@ ping_key = "{PING_KEY}"
 heartbeat_period = "1s"
 lease_ttl = "3s"
 ping_log_limit = 1000000
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{hook}"
-timeout = "1s"
-
-[route]
-receiver = "hook"
-group_by = ["check"]
-group_wait = "200ms"
-group_interval = "300ms"
-
-[notifications]
-max_attempts = 20
-retry_base = "100ms"
-retry_max = "1s"
-"#,
-        hook = hook.url("/hook")
+{hook}{PERSISTENT_RETRIES}"#,
+        hook = hook.per_check_toml("1s", "200ms", "300ms"),
     )
 }
 

@@ -17,6 +17,15 @@ use axum::response::Response;
 use serde::Deserialize;
 use tokio::task::JoinHandle;
 
+/// Config text: a notification is tried up to 20 times, 100 ms apart at
+/// first and 1 s at the most, so that it outlasts an outage.
+pub const PERSISTENT_RETRIES: &str = r#"
+[notifications]
+max_attempts = 20
+retry_base = "100ms"
+retry_max = "1s"
+"#;
+
 /// How often the `wait_for` helpers look again.
 const POLL: Duration = Duration::from_millis(10);
 
@@ -124,6 +133,29 @@ url = "{url}"
 [route]
 receiver = "hook"
 {rest}"#,
+            url = self.url("/hook"),
+        )
+    }
+
+    /// Config text for a receiver "hook" posting to this sink's `/hook`,
+    /// giving up on a request after `timeout`, and a `[route]` sending it
+    /// every alert in a group per check, after `group_wait` and then every
+    /// `group_interval`: the replicas' setup in the HA and outage tests.
+    pub fn per_check_toml(&self, timeout: &str, group_wait: &str, group_interval: &str) -> String {
+        format!(
+            r#"
+[[receivers]]
+name = "hook"
+type = "webhook"
+url = "{url}"
+timeout = "{timeout}"
+
+[route]
+receiver = "hook"
+group_by = ["check"]
+group_wait = "{group_wait}"
+group_interval = "{group_interval}"
+"#,
             url = self.url("/hook"),
         )
     }
