@@ -23,11 +23,6 @@ async fn create(server: &TestServer, slug: &str) -> String {
         .to_string()
 }
 
-async fn ping(server: &TestServer, path: &str) {
-    let (status, body) = server.ping(path).await;
-    assert_eq!(status, 200, "{path}: {body}");
-}
-
 /// The newest incident of a check.
 async fn incident(server: &TestServer, slug: &str) -> Value {
     let v = server
@@ -158,11 +153,11 @@ both_backends!(
         let toml = config_ticking(&hook, Some(&smtp), Some(&ticks));
         let server = TestServer::start(backend, &toml).await;
         let ticker = create(&server, "ticker").await;
-        ping(&server, &format!("/ping/{ticker}/fail")).await;
+        server.ping_ok(&format!("/ping/{ticker}/fail")).await;
         let a = create(&server, "a").await;
         let b = create(&server, "b").await;
-        ping(&server, &format!("/ping/{a}/fail")).await;
-        ping(&server, &format!("/ping/{b}/fail")).await;
+        server.ping_ok(&format!("/ping/{a}/fail")).await;
+        server.ping_ok(&format!("/ping/{b}/fail")).await;
 
         // The first notification lists both, each with its own link.
         let mut first = call(&hook, 1).await;
@@ -265,7 +260,7 @@ both_backends!(
 
         // a recovers: its resolve is sent, b still listed as acknowledged.
         let n = hook.requests().len();
-        ping(&server, &format!("/ping/{a}")).await;
+        server.ping_ok(&format!("/ping/{a}")).await;
         let resolve = call(&hook, n + 1).await;
         assert_eq!(checks(&resolve, "resolved"), ["a"], "{resolve:#}");
         assert_eq!(checks(&resolve, "firing"), Vec::<String>::new());
@@ -276,7 +271,7 @@ both_backends!(
         assert_eq!(curl(&["-X", "POST", &link_a]).0, 410);
 
         // A new incident of a is not acknowledged: announced again.
-        ping(&server, &format!("/ping/{a}/fail")).await;
+        server.ping_ok(&format!("/ping/{a}/fail")).await;
         let again = call(&hook, n + 2).await;
         assert_eq!(checks(&again, "firing"), ["a"], "{again:#}");
         assert_ne!(ack_link(&server, &again, "a"), link_a);
@@ -307,7 +302,7 @@ both_backends!(
         let hook = WebhookSink::start().await;
         let server = TestServer::start(backend, &config(&hook, None)).await;
         let a = create(&server, "a").await;
-        ping(&server, &format!("/ping/{a}/fail")).await;
+        server.ping_ok(&format!("/ping/{a}/fail")).await;
         let first = call(&hook, 1).await;
         assert_eq!(checks(&first, "firing"), ["a"]);
         let id = incident(&server, "a").await["id"].as_i64().unwrap();
@@ -402,7 +397,7 @@ both_backends!(
         assert_eq!(i["acknowledged"]["by"], "dash");
 
         // Resolved: acknowledging is a conflict.
-        ping(&server, &format!("/ping/{a}")).await;
+        server.ping_ok(&format!("/ping/{a}")).await;
         let deadline = Instant::now() + common::HANG_GUARD;
         loop {
             let r = http.post(&url).send().await.unwrap();

@@ -409,6 +409,14 @@ impl TestServer {
         r.json().await.unwrap()
     }
 
+    /// Creates a check through the API and returns its uuid.
+    pub async fn create_uuid(&self, body: Value) -> String {
+        self.create_check(body).await["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     pub async fn get_json(&self, path: &str) -> Value {
         let r = self.client.get(self.url(path)).send().await.unwrap();
         assert_eq!(r.status(), 200, "GET {path}");
@@ -432,6 +440,12 @@ impl TestServer {
     pub async fn get_text(&self, path: &str) -> String {
         let r = self.client.get(self.url(path)).send().await.unwrap();
         r.text().await.unwrap()
+    }
+
+    /// Sends a ping that must be answered 200.
+    pub async fn ping_ok(&self, path: &str) {
+        let (status, body) = self.ping(path).await;
+        assert_eq!(status, 200, "{path}: {body}");
     }
 
     /// Sends a ping and returns (status, body).
