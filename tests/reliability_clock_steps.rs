@@ -131,15 +131,7 @@ group_interval = "1s"
 
     /// Every sample of the metrics page whose line starts with `prefix`.
     async fn metrics(&self, prefix: &str) -> Vec<(String, f64)> {
-        let text = self
-            .http
-            .get(self.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = common::get_text(&self.http, self.url("/metrics")).await;
         text.lines()
             .filter(|l| l.starts_with(prefix))
             .map(|l| {

@@ -98,14 +98,7 @@ both_backends!(login_sets_a_safe_cookie, |backend| async move {
     assert_eq!(r.headers()["location"], "/login");
 
     let c = browser();
-    let form = c
-        .get(s.url("/login"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let form = common::get_text(&c, s.url("/login")).await;
     assert!(form.contains("type=\"password\""), "{form}");
     let csrf = csrf_of(&form);
 
@@ -304,20 +297,14 @@ both_backends!(user_text_is_escaped, |backend| async move {
         .json::<Value>()
         .await
         .unwrap();
-    let svg = s
-        .client
-        .get(
-            v3["badge_url"]
-                .as_str()
-                .unwrap()
-                .replace("http://localhost:8080", &s.base),
-        )
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let svg = common::get_text(
+        &s.client,
+        v3["badge_url"]
+            .as_str()
+            .unwrap()
+            .replace("http://localhost:8080", &s.base),
+    )
+    .await;
     assert!(!svg.contains("<script>"), "{svg}");
 });
 

@@ -438,8 +438,7 @@ impl TestServer {
 
     /// The body of `GET path`, whatever the status.
     pub async fn get_text(&self, path: &str) -> String {
-        let r = self.client.get(self.url(path)).send().await.unwrap();
-        r.text().await.unwrap()
+        get_text(&self.client, self.url(path)).await
     }
 
     /// Sends a ping that must be answered 200.
@@ -809,6 +808,12 @@ pub async fn ping_items(
         }
     }
     out
+}
+
+/// The body of a GET of `url`, whatever the status.
+pub async fn get_text(http: &reqwest::Client, url: impl reqwest::IntoUrl) -> String {
+    let r = http.get(url).send().await.unwrap();
+    r.text().await.unwrap()
 }
 
 /// A GET (a ping, say) that must be answered 200.
