@@ -6,18 +6,9 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::api::call;
+use common::api::{api_keys_toml, READ, WRITE};
 use common::{Backend, TestServer, PING_KEY};
 use serde_json::{json, Value};
-
-const READ: &str = "read-key-0123456789abcdef";
-const WRITE: &str = "write-key-0123456789abcdef";
-
-fn keys() -> String {
-    format!(
-        "[[api_keys]]\nname = \"ro\"\nscope = \"read\"\nkey = \"{READ}\"\n\
-         [[api_keys]]\nname = \"rw\"\nscope = \"write\"\nkey = \"{WRITE}\"\n"
-    )
-}
 
 fn field(e: &Value) -> &str {
     e["error"]["fields"][0]["field"]
@@ -365,7 +356,7 @@ both_backends!(status_counts_checks, |backend| async move {
 });
 
 both_backends!(api_keys_created_through_the_api, |backend| async move {
-    let s = TestServer::start(backend, &keys()).await;
+    let s = TestServer::start(backend, &api_keys_toml()).await;
     let (st, k) = call(
         &s,
         "POST",
@@ -517,7 +508,7 @@ fn concrete(path: &str, check: &str) -> String {
 both_backends!(
     every_route_refuses_what_its_scope_forbids,
     |backend| async move {
-        let s = TestServer::start(backend, &keys()).await;
+        let s = TestServer::start(backend, &api_keys_toml()).await;
         let c = call(
             &s,
             "POST",

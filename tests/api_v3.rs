@@ -7,12 +7,11 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::api::call;
+use common::api::{READ, WRITE};
 use common::TestServer;
 use serde_json::{json, Value};
 use sha1::{Digest, Sha1};
 
-const READ: &str = "read-key-0123456789abcdef";
-const WRITE: &str = "write-key-0123456789abcdef";
 const BASE: &str = "https://hc.example.com";
 
 fn config() -> String {

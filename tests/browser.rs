@@ -13,27 +13,17 @@ mod common;
 use std::time::Duration;
 
 use common::api::status_and_json;
+use common::api::WRITE;
+use common::browser;
 use common::{csrf_of, label_badge_key, Backend, TestDb, TestServer};
-use reqwest::redirect::Policy;
 use reqwest::Method;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 const EVIL: &str = "http://rebind.evil.example";
-const WRITE: &str = "write-key-0123456789abcdef";
 
 fn write_key() -> String {
     format!("[[api_keys]]\nname = \"rw\"\nscope = \"write\"\nkey = \"{WRITE}\"\n")
-}
-
-/// A client that shows redirects instead of following them.
-fn browser() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .redirect(Policy::none())
-        .timeout(common::HANG_GUARD)
-        .build()
-        .unwrap()
 }
 
 /// One request with these headers and, when given, a body of this type;

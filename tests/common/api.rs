@@ -5,6 +5,19 @@ use serde_json::Value;
 
 use super::TestServer;
 
+/// The read-scoped API key of [`api_keys_toml`].
+pub const READ: &str = "read-key-0123456789abcdef";
+/// The write-scoped API key of [`api_keys_toml`].
+pub const WRITE: &str = "write-key-0123456789abcdef";
+
+/// Config text for two API keys: "ro" ([`READ`]) and "rw" ([`WRITE`]).
+pub fn api_keys_toml() -> String {
+    format!(
+        "[[api_keys]]\nname = \"ro\"\nscope = \"read\"\nkey = \"{READ}\"\n\
+         [[api_keys]]\nname = \"rw\"\nscope = \"write\"\nkey = \"{WRITE}\"\n"
+    )
+}
+
 /// The status of `r` and its body: the JSON it holds, or the text as a JSON
 /// string when it is not JSON.
 pub async fn status_and_json(r: reqwest::Response) -> (u16, Value) {

@@ -505,6 +505,17 @@ pub fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// A client that shows redirects instead of following them, with no cookie
+/// jar, as a browser's first request would be seen.
+pub fn browser() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(HANG_GUARD)
+        .build()
+        .unwrap()
+}
+
 /// The server as a real child process, for kill -9 tests.
 pub struct ChildServer {
     pub child: Child,
