@@ -133,16 +133,7 @@ both_backends!(
                 "min_runtime",
             ),
         ] {
-            let r = s
-                .client
-                .post(s.url("/api/v1/checks"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 400, "{body}");
-            let text = r.text().await.unwrap();
-            assert!(text.contains(field), "{body}: {text}");
+            s.assert_create_refused(&body, field).await;
         }
         // PATCH removes the floor with min_items alone (its runs default).
         let c = s.create_check(json!({"slug": "f", "min_items": 3})).await;

@@ -214,16 +214,7 @@ both_backends!(
             ),
             (json!({"items_window": "4w"}), "items_window"),
         ] {
-            let r = s
-                .client
-                .post(s.url("/api/v1/checks"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 400, "{body}");
-            let text = r.text().await.unwrap();
-            assert!(text.contains(field), "{body}: {text}");
+            s.assert_create_refused(&body, field).await;
         }
         s.stop().await;
     }

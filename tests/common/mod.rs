@@ -417,6 +417,21 @@ impl TestServer {
             .to_string()
     }
 
+    /// Creates the check `body` through the API, which must refuse it (400)
+    /// naming `field`.
+    pub async fn assert_create_refused(&self, body: &Value, field: &str) {
+        let r = self
+            .client
+            .post(self.url("/api/v1/checks"))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{body}");
+        let text = r.text().await.unwrap();
+        assert!(text.contains(field), "{body}: {text}");
+    }
+
     pub async fn get_json(&self, path: &str) -> Value {
         let r = self.client.get(self.url(path)).send().await.unwrap();
         assert_eq!(r.status(), 200, "GET {path}");
