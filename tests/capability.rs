@@ -34,20 +34,14 @@ key = "{READ}"
 name = "admin"
 scope = "write"
 key = "{WRITE}"
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_by = ["check"]
+{hook}{mail}"#,
+        hook = hook.hook_toml(
+            r#"group_by = ["check"]
 group_wait = "200ms"
 group_interval = "300ms"
 repeat_interval = "1h"
-{mail}"#,
-        url = hook.url("/hook"),
+"#
+        ),
     )
 }
 

@@ -57,13 +57,7 @@ both_backends!(
         let hook = WebhookSink::start().await;
         let smtp = SmtpSink::start(SmtpOptions::default());
         let toml = format!(
-            r#"
-[[receivers]]
-name = "mail"
-type = "email"
-to = ["oncall@example.com"]
-smtp = {{ host = "127.0.0.1", port = {port}, tls = "none", from = "overdue@example.com" }}
-
+            r#"{mail}
 [[receivers]]
 name = "data-hook"
 type = "webhook"
@@ -90,7 +84,7 @@ routes = [ {{ matchers = ['severity="page"'], receiver = "pager" }} ]
 matchers = ['team=~"data|web"']
 receiver = "mail"
 "#,
-            port = smtp.port(),
+            mail = smtp.mail_toml(),
             url = hook.url("/data"),
             pager = hook.url("/pager"),
         );

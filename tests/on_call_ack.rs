@@ -126,20 +126,14 @@ group_by = ["check"]
     format!(
         r#"
 base_url = "{BASE_URL}"
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_by = ["alertname"]
+{hook}{ticker}{mail}"#,
+        hook = hook.hook_toml(
+            r#"group_by = ["alertname"]
 group_wait = "300ms"
 group_interval = "500ms"
 repeat_interval = "3s"
-{ticker}{mail}"#,
-        url = hook.url("/hook"),
+"#
+        ),
     )
 }
 

@@ -62,24 +62,14 @@ async fn delivered(server: &TestServer, n: usize) -> Vec<Value> {
 
 /// A webhook receiver taking every alert, grouped by `group_by`.
 fn hook_config(hook: &WebhookSink, group_by: &str) -> String {
-    format!(
-        r#"
-base_url = "{BASE_URL}"
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_by = {group_by}
+    let route = format!(
+        r#"group_by = {group_by}
 group_wait = "200ms"
 group_interval = "300ms"
 repeat_interval = "1h"
-"#,
-        url = hook.url("/hook"),
-    )
+"#
+    );
+    format!("base_url = \"{BASE_URL}\"\n{}", hook.hook_toml(&route))
 }
 
 both_backends!(
@@ -100,13 +90,7 @@ base_url = "{BASE_URL}"
 name = "hook"
 type = "webhook"
 url = "{url}"
-
-[[receivers]]
-name = "mail"
-type = "email"
-to = ["oncall@example.com"]
-smtp = {{ host = "127.0.0.1", port = {port}, tls = "none", from = "overdue@example.com" }}
-
+{mail}
 [route]
 receiver = "hook"
 group_by = []
@@ -119,7 +103,7 @@ routes = [
 ]
 "#,
             url = hook.url("/hook"),
-            port = smtp.port(),
+            mail = smtp.mail_toml(),
         );
         let server = TestServer::start(backend, &toml).await;
         let etl = server

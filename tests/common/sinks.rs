@@ -408,19 +408,28 @@ impl SmtpSink {
     /// lets each go on to a route to the receiver "hook".
     pub fn mail_then_hook_toml(&self) -> String {
         format!(
-            r#"
-[[receivers]]
-name = "mail"
-type = "email"
-to = ["oncall@example.com"]
-smtp = {{ host = "127.0.0.1", port = {}, tls = "none", from = "overdue@example.com" }}
-
+            r#"{mail}
 [[route.routes]]
 receiver = "mail"
 continue = true
 
 [[route.routes]]
 receiver = "hook"
+"#,
+            mail = self.mail_toml(),
+        )
+    }
+
+    /// Config text for a receiver "mail" that mails oncall@example.com
+    /// through this sink.
+    pub fn mail_toml(&self) -> String {
+        format!(
+            r#"
+[[receivers]]
+name = "mail"
+type = "email"
+to = ["oncall@example.com"]
+smtp = {{ host = "127.0.0.1", port = {}, tls = "none", from = "overdue@example.com" }}
 "#,
             self.port()
         )
