@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::sinks::{Behaviour, SmtpOptions, SmtpSink, WebhookSink};
+use common::sinks::{self, Behaviour, SmtpOptions, SmtpSink, WebhookSink};
 use common::{client, notifications_until, write_config, Backend, ChildServer, TestDb, TestServer};
 use serde_json::{json, Value};
 
@@ -40,14 +40,9 @@ async fn fail_together(server: &TestServer, uuids: &[String]) {
     }
 }
 
+/// The set of checks whose alerts in `body` are in `status`.
 fn alert_checks(body: &Value, status: &str) -> BTreeSet<String> {
-    body["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["status"] == status)
-        .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
-        .collect()
+    sinks::alert_checks(body, status).into_iter().collect()
 }
 
 both_backends!(

@@ -8,7 +8,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::sinks::{Request, SmtpOptions, SmtpSink, WebhookSink};
+use common::sinks::{alert_checks, Request, SmtpOptions, SmtpSink, WebhookSink};
 use common::TestServer;
 use serde_json::{json, Value};
 
@@ -33,13 +33,7 @@ async fn incident(server: &TestServer, slug: &str) -> Value {
 
 /// The checks of a webhook body's alerts in this state.
 fn checks(body: &Value, status: &str) -> Vec<String> {
-    let mut v: Vec<String> = body["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["status"] == status)
-        .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
-        .collect();
+    let mut v = alert_checks(body, status);
     v.sort();
     v
 }

@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::sinks::{Alertmanager, Request, WebhookSink};
+use common::sinks::{alert_checks, Alertmanager, Request, WebhookSink};
 use common::TestServer;
 use serde_json::{json, Value};
 
@@ -16,16 +16,7 @@ use serde_json::{json, Value};
 fn checks(calls: &[Request], status: &str) -> Vec<String> {
     let mut v: Vec<String> = calls
         .iter()
-        .flat_map(|c| {
-            let body = c.json();
-            body["alerts"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|a| a["status"] == status)
-                .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
-                .collect::<Vec<_>>()
-        })
+        .flat_map(|c| alert_checks(&c.json(), status))
         .collect();
     v.sort();
     v

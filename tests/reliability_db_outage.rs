@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use common::pg_cluster::PgCluster;
-use common::sinks::{Behaviour, Request, WebhookSink, PERSISTENT_RETRIES};
+use common::sinks::{alert_checks, Behaviour, Request, WebhookSink, PERSISTENT_RETRIES};
 use common::{client, release_binary, write_config, ChildServer, PING_KEY};
 use serde_json::{json, Value};
 use sqlx::Connection;
@@ -426,15 +426,9 @@ fn per_key(requests: &[Request]) -> BTreeMap<String, usize> {
     out
 }
 
-/// The checks (slug) each request announced as firing.
+/// The checks (slug) a request announced as firing.
 fn firing_checks(r: &Request) -> Vec<String> {
-    r.json()["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["status"] == "firing")
-        .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
-        .collect()
+    alert_checks(&r.json(), "firing")
 }
 
 /// A direct connection, retried while the cluster comes back up.

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::DateTime;
-use common::sinks::{Request, WebhookSink};
+use common::sinks::{alert_checks, Request, WebhookSink};
 use common::{Backend, ChildServer, TestServer, PING_KEY};
 use serde_json::{json, Value};
 
@@ -66,13 +66,7 @@ async fn snoozes(s: &TestServer) -> Vec<Value> {
 
 /// The checks whose firing alerts a notification lists.
 fn firing(r: &Request) -> Vec<String> {
-    r.json()["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["status"] == "firing")
-        .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
-        .collect()
+    alert_checks(&r.json(), "firing")
 }
 
 /// Waits for the first notification of `check` and returns it.

@@ -694,6 +694,18 @@ pub fn announcements(requests: &[Request]) -> BTreeMap<(String, String, String),
     out
 }
 
+/// The checks whose alerts in `body` (a notification's webhook payload) are
+/// in `status`, in the order it lists them.
+pub fn alert_checks(body: &serde_json::Value, status: &str) -> Vec<String> {
+    body["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["status"] == status)
+        .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// Waits until `hook` has heard `n` distinct announcements (incidents) of
 /// `check` going `status`.
 pub async fn wait_announced(hook: &WebhookSink, check: &str, status: &str, n: usize) {
