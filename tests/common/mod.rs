@@ -462,6 +462,14 @@ impl TestServer {
         assert_eq!(status, 200, "{path}: {body}");
     }
 
+    /// The ping log of check `uuid` (its first page), newest first.
+    pub async fn pings(&self, uuid: &str) -> Vec<Value> {
+        self.get_json(&format!("/api/v1/checks/{uuid}/pings")).await["pings"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
     /// Sends a ping and returns (status, body).
     pub async fn ping(&self, path: &str) -> (u16, String) {
         let r = self.client.get(self.url(path)).send().await.unwrap();
