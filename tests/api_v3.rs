@@ -347,13 +347,7 @@ both_backends!(checks_look_like_healthchecks, |backend| async move {
     assert_eq!((st, e), (409, json!("check is not paused")));
 
     // Pings, newest first, in healthchecks' shape.
-    let r = s
-        .client
-        .post(s.url(&format!("/ping/{uuid}/start")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    s.post_200(&format!("/ping/{uuid}/start")).await;
     let (_, c) = call(
         &s,
         "GET",

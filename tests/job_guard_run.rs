@@ -353,13 +353,8 @@ both_backends!(
             .unwrap()
             .trim()
             .to_string();
-        let r = s
-            .client
-            .post(s.url(&format!("/ping/{uuid}/unlock?token={token}")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        s.post_200(&format!("/ping/{uuid}/unlock?token={token}"))
+            .await;
         let (code, err) = finish_all(vec![run]).await.remove(0);
         // Stopped, not let finish: it would have touched `done` after 20 s.
         assert!(!done.exists(), "the job was stopped");

@@ -359,13 +359,7 @@ both_backends!(post_only_and_paused_checks, |backend| async move {
         s.get_json(&format!("/api/v1/checks/{uuid}")).await["status"],
         "new"
     );
-    let r = s
-        .client
-        .post(s.url(&format!("/ping/{uuid}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    s.post_200(&format!("/ping/{uuid}")).await;
     assert_eq!(s.pings(uuid).await[0]["type"], "success");
 });
 
@@ -413,13 +407,7 @@ both_backends!(pause_and_resume, |backend| async move {
         .await;
     for c in [&auto, &manual] {
         let uuid = c["uuid"].as_str().unwrap();
-        let r = s
-            .client
-            .post(s.url(&format!("/api/v1/checks/{uuid}/pause")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        let r = s.post_200(&format!("/api/v1/checks/{uuid}/pause")).await;
         let v: Value = r.json().await.unwrap();
         assert_eq!(v["status"], "paused");
         assert_eq!(s.ping(&format!("/ping/{uuid}")).await.0, 200);
@@ -435,13 +423,8 @@ both_backends!(pause_and_resume, |backend| async move {
         "paused"
     );
     assert_eq!(s.pings(manual_uuid).await[0]["type"], "ign");
-    let r = s
-        .client
-        .post(s.url(&format!("/api/v1/checks/{manual_uuid}/resume")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    s.post_200(&format!("/api/v1/checks/{manual_uuid}/resume"))
+        .await;
     assert_eq!(s.ping(&format!("/ping/{manual_uuid}")).await.0, 200);
     assert_eq!(
         s.get_json(&format!("/api/v1/checks/{manual_uuid}")).await["status"],

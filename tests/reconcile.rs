@@ -359,8 +359,7 @@ both_backends!(
         hook.url("/hook")
     );
         std::fs::write(config_path(&s.db), s.db.config_toml(&toml)).unwrap();
-        let r = s.client.post(s.url("/api/v1/reload")).send().await.unwrap();
-        assert_eq!(r.status(), 200);
+        s.post_200("/api/v1/reload").await;
         assert_eq!(
             s.ping(&format!("/ping/{}/fail", c["uuid"].as_str().unwrap()))
                 .await

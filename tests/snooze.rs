@@ -226,13 +226,7 @@ both_backends!(
         let bare = s.create_check(json!({"interval": "1h"})).await;
         let bare_key = bare["unique_key"].as_str().unwrap().to_string();
         let bare = bare["uuid"].as_str().unwrap().to_string();
-        let r = s
-            .client
-            .post(s.url(&format!("/api/v1/checks/{bare}/pause")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        s.post_200(&format!("/api/v1/checks/{bare}/pause")).await;
         let d = snooze(&s, &format!("/ping/{bare}/snooze?for=90s")).await;
         let check = s.get_json(&format!("/api/v1/checks/{bare}")).await;
         assert_eq!(check["status"], "paused");

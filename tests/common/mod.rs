@@ -470,6 +470,13 @@ impl TestServer {
             .clone()
     }
 
+    /// POSTs to `path` with no body, which must be answered 200; the answer.
+    pub async fn post_200(&self, path: &str) -> reqwest::Response {
+        let r = self.client.post(self.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        r
+    }
+
     /// Sends a ping and returns (status, body).
     pub async fn ping(&self, path: &str) -> (u16, String) {
         let r = self.client.get(self.url(path)).send().await.unwrap();
