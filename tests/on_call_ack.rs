@@ -337,7 +337,7 @@ both_backends!(
         assert!(!text.contains(&format!("/ack/{id}.")), "{text}");
 
         // The dashboard shows who acknowledged it.
-        let page = common::get_text(&http, server.url(&format!("/checks/{a}"))).await;
+        let page = common::get_text(http, server.url(&format!("/checks/{a}"))).await;
         assert!(page.contains("class=\"acked-by\">api</strong>"), "{page}");
 
         // Taken back: reminders start again at repeat_interval.
@@ -350,7 +350,7 @@ both_backends!(
         assert_eq!(checks(&reminder, "firing"), ["a"], "{reminder:#}");
 
         // The dashboard's button acknowledges through the signed link.
-        let page = common::get_text(&http, server.url(&format!("/checks/{a}"))).await;
+        let page = common::get_text(http, server.url(&format!("/checks/{a}"))).await;
         let action = page
             .split("<form method=\"post\" action=\"")
             .nth(1)
