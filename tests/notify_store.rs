@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::stores::{open, spec};
+use common::stores::{create_api_check, open, spec};
 use overdue::domain::status::{Reason, Status};
 use overdue::store::notify::{
     AlertQuery, AttemptResult, NewNotification, NotificationFilter, SilenceRecord, SilenceVersion,
@@ -62,10 +62,7 @@ both_backends!(
             )
             .await
             .unwrap();
-        let b = store
-            .create_check(&spec(r#"{"interval":"1m"}"#), CheckSource::Api, 1)
-            .await
-            .unwrap();
+        let b = create_api_check(&store, r#"{"interval":"1m"}"#, 1).await;
         let up = st(Status::Up, None, 10);
         let down = st(Status::Down, Some(Reason::Overdue), 20);
         go(&store, a.id, None, up).await;

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use overdue::config::Config;
-use overdue::domain::check::{CheckInput, CheckSpec};
-use overdue::store::Store;
+use overdue::domain::check::{Check, CheckInput, CheckSpec};
+use overdue::store::{CheckSource, Store};
 
 use super::{Backend, TestDb};
 
@@ -25,4 +25,12 @@ pub async fn open_on(db: &TestDb) -> Arc<dyn Store> {
 /// The check spec this JSON (as the API takes it) describes.
 pub fn spec(json: &str) -> CheckSpec {
     CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
+}
+
+/// Creates the check this JSON describes through the API's door, at `now`.
+pub async fn create_api_check(store: &Arc<dyn Store>, json: &str, now: i64) -> Check {
+    store
+        .create_check(&spec(json), CheckSource::Api, now)
+        .await
+        .unwrap()
 }
