@@ -29,6 +29,24 @@ retry_max = "1s"
 /// How often the `wait_for` helpers look again.
 const POLL: Duration = Duration::from_millis(10);
 
+/// Polls `got` until it holds at least `n` items and returns them; after
+/// the hang guard, panics with what `report` says of what did arrive.
+async fn at_least<T>(
+    n: usize,
+    got: impl Fn() -> Vec<T>,
+    report: impl Fn(&[T]) -> String,
+) -> Vec<T> {
+    let deadline = Instant::now() + super::HANG_GUARD;
+    loop {
+        let items = got();
+        if items.len() >= n {
+            return items;
+        }
+        assert!(Instant::now() < deadline, "{}", report(&items));
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Webhooks
 
@@ -168,13 +186,10 @@ group_interval = "{group_interval}"
     /// Waits until at least `n` requests arrived; panics after the hang
     /// guard ([`super::HANG_GUARD`]) listing what did arrive.
     pub async fn wait_for(&self, n: usize) -> Vec<Request> {
-        let deadline = Instant::now() + super::HANG_GUARD;
-        loop {
-            let got = self.requests();
-            if got.len() >= n {
-                return got;
-            }
-            if Instant::now() >= deadline {
+        at_least(
+            n,
+            || self.requests(),
+            |got| {
                 let listed: Vec<String> = got
                     .iter()
                     .map(|r| {
@@ -183,14 +198,14 @@ group_interval = "{group_interval}"
                         format!("  {} {} {cut}", r.method, r.path)
                     })
                     .collect();
-                panic!(
+                format!(
                     "webhook sink: expected {n} request(s), got {} before the hang guard:\n{}",
                     got.len(),
                     listed.join("\n")
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
+                )
+            },
+        )
+        .await
     }
 }
 
@@ -463,26 +478,19 @@ smtp = {{ host = "127.0.0.1", port = {}, tls = "none", from = "overdue@example.c
     /// Waits until at least `n` messages arrived; panics after the hang guard with
     /// what did arrive and the sink's stderr.
     pub async fn wait_for(&self, n: usize) -> Vec<SmtpMessage> {
-        let deadline = Instant::now() + super::HANG_GUARD;
-        loop {
-            let got = self.messages();
-            if got.len() >= n {
-                return got;
-            }
-            if Instant::now() >= deadline {
-                let subjects: Vec<String> = got
-                    .iter()
-                    .map(|m| format!("  {:?} to {:?}", m.subject, m.rcpt_tos))
-                    .collect();
-                panic!(
-                    "SMTP sink: expected {n} message(s) before the hang guard, got {}:\n{}\nstderr:\n{}",
-                    got.len(),
-                    subjects.join("\n"),
-                    self.stderr()
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        at_least(n, || self.messages(), |got| {
+            let subjects: Vec<String> = got
+                .iter()
+                .map(|m| format!("  {:?} to {:?}", m.subject, m.rcpt_tos))
+                .collect();
+            format!(
+                "SMTP sink: expected {n} message(s) before the hang guard, got {}:\n{}\nstderr:\n{}",
+                got.len(),
+                subjects.join("\n"),
+                self.stderr()
+            )
+        })
+        .await
     }
 
     /// What the sink logged.
