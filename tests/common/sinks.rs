@@ -141,18 +141,7 @@ impl WebhookSink {
     /// and a `[route]` sending it every alert, followed by `rest`: more keys
     /// of the route, then any other tables.
     pub fn hook_toml(&self, rest: &str) -> String {
-        format!(
-            r#"
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-{rest}"#,
-            url = self.url("/hook"),
-        )
+        self.hook_route_toml("", rest)
     }
 
     /// Config text for a receiver "hook" posting to this sink's `/hook`,
@@ -160,20 +149,29 @@ receiver = "hook"
     /// every alert in a group per check, after `group_wait` and then every
     /// `group_interval`: the replicas' setup in the HA and outage tests.
     pub fn per_check_toml(&self, timeout: &str, group_wait: &str, group_interval: &str) -> String {
+        self.hook_route_toml(
+            &format!("timeout = \"{timeout}\"\n"),
+            &format!(
+                "group_by = [\"check\"]\ngroup_wait = \"{group_wait}\"\n\
+                 group_interval = \"{group_interval}\"\n"
+            ),
+        )
+    }
+
+    /// Config text for the receiver "hook" (to this sink's `/hook`, with
+    /// `receiver`: more of its keys) and a `[route]` to it followed by
+    /// `rest`.
+    fn hook_route_toml(&self, receiver: &str, rest: &str) -> String {
         format!(
             r#"
 [[receivers]]
 name = "hook"
 type = "webhook"
 url = "{url}"
-timeout = "{timeout}"
-
+{receiver}
 [route]
 receiver = "hook"
-group_by = ["check"]
-group_wait = "{group_wait}"
-group_interval = "{group_interval}"
-"#,
+{rest}"#,
             url = self.url("/hook"),
         )
     }
