@@ -2,18 +2,9 @@
 
 mod common;
 
+use common::api::{api_keys_toml, READ, WRITE};
 use common::{Backend, TestServer};
 use serde_json::{json, Value};
-
-const READ: &str = "read-key-0123456789abcdef";
-const WRITE: &str = "write-key-0123456789abcdef";
-
-fn keys() -> String {
-    format!(
-        "[[api_keys]]\nname = \"ro\"\nscope = \"read\"\nkey = \"{READ}\"\n\
-         [[api_keys]]\nname = \"rw\"\nscope = \"write\"\nkey = \"{WRITE}\"\n"
-    )
-}
 
 async fn error_of(r: reqwest::Response) -> (u16, Value) {
     let status = r.status().as_u16();
@@ -21,7 +12,7 @@ async fn error_of(r: reqwest::Response) -> (u16, Value) {
 }
 
 both_backends!(scopes_are_enforced, |backend| async move {
-    let s = TestServer::start(backend, &keys()).await;
+    let s = TestServer::start(backend, &api_keys_toml()).await;
     let url = s.url("/api/v1/checks");
     let body = json!({"slug": "a"});
 

@@ -5,41 +5,10 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use common::api::call;
+use common::api::{api_keys_toml, READ, WRITE};
 use common::{Backend, TestServer, PING_KEY};
 use serde_json::{json, Value};
-
-const READ: &str = "read-key-0123456789abcdef";
-const WRITE: &str = "write-key-0123456789abcdef";
-
-fn keys() -> String {
-    format!(
-        "[[api_keys]]\nname = \"ro\"\nscope = \"read\"\nkey = \"{READ}\"\n\
-         [[api_keys]]\nname = \"rw\"\nscope = \"write\"\nkey = \"{WRITE}\"\n"
-    )
-}
-
-async fn send(
-    s: &TestServer,
-    method: &str,
-    path: &str,
-    key: Option<&str>,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = s.client.request(method.parse().unwrap(), s.url(path));
-    if let Some(k) = key {
-        req = req.header("x-api-key", k);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
-}
 
 fn field(e: &Value) -> &str {
     e["error"]["fields"][0]["field"]
@@ -55,7 +24,7 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     let uuid = c["uuid"].as_str().unwrap().to_string();
 
     // PATCH changes only what it names.
-    let (st, v) = send(
+    let (st, v) = call(
         &s,
         "PATCH",
         "/api/v1/checks/a",
@@ -70,7 +39,7 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     assert_eq!(v["labels"], json!({"team": "ops"}));
     assert_eq!(v["uuid"], uuid);
     // Giving cron drops the interval; null goes back to the default.
-    let (st, v) = send(
+    let (st, v) = call(
         &s,
         "PATCH",
         &format!("/api/v1/checks/{uuid}"),
@@ -91,7 +60,7 @@ both_backends!(update_upsert_and_delete, |backend| async move {
         (Some("0 3 * * *"), None, None, Some(true))
     );
     // Validation errors name the field.
-    let (st, e) = send(
+    let (st, e) = call(
         &s,
         "PATCH",
         "/api/v1/checks/a",
@@ -100,7 +69,7 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     )
     .await;
     assert_eq!((st, field(&e)), (400, "interval"), "{e}");
-    let (st, e) = send(
+    let (st, e) = call(
         &s,
         "PATCH",
         "/api/v1/checks/a",
@@ -109,7 +78,7 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     )
     .await;
     assert_eq!((st, field(&e)), (400, "uuid"), "{e}");
-    let (st, e) = send(
+    let (st, e) = call(
         &s,
         "PATCH",
         "/api/v1/checks/a",
@@ -118,7 +87,7 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     )
     .await;
     assert_eq!((st, field(&e)), (400, "failure_threshold"), "{e}");
-    let (st, e) = send(
+    let (st, e) = call(
         &s,
         "PATCH",
         "/api/v1/checks/a",
@@ -128,11 +97,11 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     .await;
     assert_eq!(st, 400);
     assert!(e.to_string().contains("status"), "{e}");
-    let (st, _) = send(&s, "PATCH", "/api/v1/checks/a", None, Some(json!([1]))).await;
+    let (st, _) = call(&s, "PATCH", "/api/v1/checks/a", None, Some(json!([1]))).await;
     assert_eq!(st, 400);
 
     // A new slug is pingable at once; the old one is gone.
-    let (st, v) = send(
+    let (st, v) = call(
         &s,
         "PATCH",
         "/api/v1/checks/a",
@@ -144,7 +113,7 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     assert_eq!(s.ping(&format!("/ping/{PING_KEY}/b")).await.0, 200);
     assert_eq!(s.ping(&format!("/ping/{PING_KEY}/a")).await.0, 404);
     s.create_check(json!({"slug": "other"})).await;
-    let (st, e) = send(
+    let (st, e) = call(
         &s,
         "PATCH",
         "/api/v1/checks/b",
@@ -155,7 +124,7 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     assert_eq!(st, 409, "{e}");
 
     // PUT by slug: created, then replaced whole, keeping its uuid.
-    let (st, v) = send(
+    let (st, v) = call(
         &s,
         "PUT",
         "/api/v1/checks/c",
@@ -166,7 +135,7 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     assert_eq!(st, 201, "{v}");
     let c_uuid = v["uuid"].clone();
     assert_eq!(v["slug"], "c");
-    let (st, v) = send(
+    let (st, v) = call(
         &s,
         "PUT",
         "/api/v1/checks/c",
@@ -184,7 +153,7 @@ both_backends!(update_upsert_and_delete, |backend| async move {
         ),
         (c_uuid, Some("2m"), Some("2m"), Some(true))
     );
-    let (st, e) = send(
+    let (st, e) = call(
         &s,
         "PUT",
         "/api/v1/checks/c",
@@ -193,7 +162,7 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     )
     .await;
     assert_eq!((st, field(&e)), (400, "slug"), "{e}");
-    let (st, e) = send(
+    let (st, e) = call(
         &s,
         "PUT",
         "/api/v1/checks/Not%20A%20Slug",
@@ -204,18 +173,18 @@ both_backends!(update_upsert_and_delete, |backend| async move {
     assert_eq!((st, field(&e)), (400, "slug"), "{e}");
 
     // DELETE removes it from the API and from the ping path.
-    let (st, _) = send(&s, "DELETE", "/api/v1/checks/b", None, None).await;
+    let (st, _) = call(&s, "DELETE", "/api/v1/checks/b", None, None).await;
     assert_eq!(st, 204);
-    assert_eq!(send(&s, "GET", "/api/v1/checks/b", None, None).await.0, 404);
+    assert_eq!(call(&s, "GET", "/api/v1/checks/b", None, None).await.0, 404);
     assert_eq!(
-        send(&s, "GET", &format!("/api/v1/checks/{uuid}"), None, None)
+        call(&s, "GET", &format!("/api/v1/checks/{uuid}"), None, None)
             .await
             .0,
         404
     );
     assert_eq!(s.ping(&format!("/ping/{uuid}")).await.0, 404);
     assert_eq!(
-        send(&s, "DELETE", "/api/v1/checks/b", None, None).await.0,
+        call(&s, "DELETE", "/api/v1/checks/b", None, None).await.0,
         404
     );
     let list = s.get_json("/api/v1/checks").await;
@@ -244,7 +213,7 @@ both_backends!(checks_are_found_by_uuid_or_slug, |backend| async move {
         s.get_json(&format!("/api/v1/checks/{odd}")).await["uuid"],
         o["uuid"]
     );
-    let (st, e) = send(&s, "GET", "/api/v1/checks/missing", None, None).await;
+    let (st, e) = call(&s, "GET", "/api/v1/checks/missing", None, None).await;
     assert_eq!((st, e["error"]["code"].as_str()), (404, Some("not_found")));
     assert!(
         e["error"]["message"].as_str().unwrap().contains("missing"),
@@ -259,7 +228,7 @@ both_backends!(list_filters, |backend| async move {
     s.create_check(json!({"slug": "b", "labels": {"team": "web"}}))
         .await;
     s.create_check(json!({"slug": "c"})).await;
-    send(&s, "POST", "/api/v1/checks/c/pause", None, None).await;
+    call(&s, "POST", "/api/v1/checks/c/pause", None, None).await;
     let slugs = |v: Value| -> Vec<String> {
         v["checks"]
             .as_array()
@@ -289,9 +258,9 @@ both_backends!(list_filters, |backend| async move {
         ["a", "b"]
     );
     assert_eq!(slugs(s.get_json("/api/v1/checks?slug=b").await), ["b"]);
-    let (st, e) = send(&s, "GET", "/api/v1/checks?status=sideways", None, None).await;
+    let (st, e) = call(&s, "GET", "/api/v1/checks?status=sideways", None, None).await;
     assert_eq!((st, field(&e)), (400, "status"), "{e}");
-    let (st, _) = send(&s, "GET", "/api/v1/checks?colour=red", None, None).await;
+    let (st, _) = call(&s, "GET", "/api/v1/checks?colour=red", None, None).await;
     assert_eq!(st, 400);
 });
 
@@ -365,12 +334,12 @@ both_backends!(pings_come_in_pages_newest_first, |backend| async move {
     assert_eq!(r.headers()["content-type"], "application/octet-stream");
     assert_eq!(r.bytes().await.unwrap().as_ref(), &[0xff, 0x00, 0x41]);
     assert_eq!(
-        send(&s, "GET", "/api/v1/checks/p/pings/99/body", None, None)
+        call(&s, "GET", "/api/v1/checks/p/pings/99/body", None, None)
             .await
             .0,
         404
     );
-    let (st, e) = send(&s, "GET", "/api/v1/checks/p/pings?limit=0", None, None).await;
+    let (st, e) = call(&s, "GET", "/api/v1/checks/p/pings?limit=0", None, None).await;
     assert_eq!((st, field(&e)), (400, "limit"));
 });
 
@@ -378,7 +347,7 @@ both_backends!(status_counts_checks, |backend| async move {
     let s = TestServer::start(backend, "").await;
     s.create_check(json!({"slug": "a"})).await;
     s.create_check(json!({"slug": "b"})).await;
-    send(&s, "POST", "/api/v1/checks/b/pause", None, None).await;
+    call(&s, "POST", "/api/v1/checks/b/pause", None, None).await;
     let v = s.get_json("/api/v1/status").await;
     assert_eq!(v["status"], "ok");
     assert_eq!(v["checks"]["new"], 1);
@@ -387,8 +356,8 @@ both_backends!(status_counts_checks, |backend| async move {
 });
 
 both_backends!(api_keys_created_through_the_api, |backend| async move {
-    let s = TestServer::start(backend, &keys()).await;
-    let (st, k) = send(
+    let s = TestServer::start(backend, &api_keys_toml()).await;
+    let (st, k) = call(
         &s,
         "POST",
         "/api/v1/keys",
@@ -400,10 +369,10 @@ both_backends!(api_keys_created_through_the_api, |backend| async move {
     let key = k["key"].as_str().unwrap().to_string();
     let id = k["id"].as_str().unwrap().to_string();
     assert_eq!(
-        send(&s, "GET", "/api/v1/checks", Some(&key), None).await.0,
+        call(&s, "GET", "/api/v1/checks", Some(&key), None).await.0,
         200
     );
-    let (st, e) = send(
+    let (st, e) = call(
         &s,
         "POST",
         "/api/v1/checks",
@@ -413,7 +382,7 @@ both_backends!(api_keys_created_through_the_api, |backend| async move {
     .await;
     assert_eq!((st, e["error"]["code"].as_str()), (403, Some("forbidden")));
     // The key is shown once: never listed, only its name and scope.
-    let (st, list) = send(&s, "GET", "/api/v1/keys", Some(WRITE), None).await;
+    let (st, list) = call(&s, "GET", "/api/v1/keys", Some(WRITE), None).await;
     assert_eq!(st, 200);
     assert!(!list.to_string().contains(&key));
     let names: BTreeSet<&str> = list["keys"]
@@ -424,7 +393,7 @@ both_backends!(api_keys_created_through_the_api, |backend| async move {
         .collect();
     assert_eq!(names, BTreeSet::from(["ro", "rw", "ci"]));
     // A write key made here can write.
-    let (_, w) = send(
+    let (_, w) = call(
         &s,
         "POST",
         "/api/v1/keys",
@@ -432,7 +401,7 @@ both_backends!(api_keys_created_through_the_api, |backend| async move {
         Some(json!({"name": "deploy", "scope": "write"})),
     )
     .await;
-    let (st, _) = send(
+    let (st, _) = call(
         &s,
         "POST",
         "/api/v1/checks",
@@ -443,10 +412,10 @@ both_backends!(api_keys_created_through_the_api, |backend| async move {
     assert_eq!(st, 201);
     // Read keys cannot manage keys.
     assert_eq!(
-        send(&s, "GET", "/api/v1/keys", Some(READ), None).await.0,
+        call(&s, "GET", "/api/v1/keys", Some(READ), None).await.0,
         403
     );
-    let (st, e) = send(
+    let (st, e) = call(
         &s,
         "POST",
         "/api/v1/keys",
@@ -463,13 +432,13 @@ both_backends!(api_keys_created_through_the_api, |backend| async move {
         .collect();
     assert_eq!(fields, ["name", "scope"]);
     assert_eq!(
-        send(&s, "DELETE", "/api/v1/keys/config-rw", Some(WRITE), None)
+        call(&s, "DELETE", "/api/v1/keys/config-rw", Some(WRITE), None)
             .await
             .0,
         409
     );
     assert_eq!(
-        send(
+        call(
             &s,
             "DELETE",
             &format!("/api/v1/keys/{id}"),
@@ -480,7 +449,7 @@ both_backends!(api_keys_created_through_the_api, |backend| async move {
         .0,
         204
     );
-    let (st, e) = send(&s, "GET", "/api/v1/checks", Some(&key), None).await;
+    let (st, e) = call(&s, "GET", "/api/v1/checks", Some(&key), None).await;
     assert_eq!(
         (st, e["error"]["message"].as_str()),
         (401, Some("wrong API key"))
@@ -490,8 +459,8 @@ both_backends!(api_keys_created_through_the_api, |backend| async move {
 #[tokio::test]
 async fn a_key_made_through_the_api_ends_loopback_only_mode() {
     let s = TestServer::start(Backend::Sqlite, "").await;
-    assert_eq!(send(&s, "GET", "/api/v1/checks", None, None).await.0, 200);
-    let (_, k) = send(
+    assert_eq!(call(&s, "GET", "/api/v1/checks", None, None).await.0, 200);
+    let (_, k) = call(
         &s,
         "POST",
         "/api/v1/keys",
@@ -499,13 +468,13 @@ async fn a_key_made_through_the_api_ends_loopback_only_mode() {
         Some(json!({"name": "first", "scope": "write"})),
     )
     .await;
-    let (st, e) = send(&s, "GET", "/api/v1/checks", None, None).await;
+    let (st, e) = call(&s, "GET", "/api/v1/checks", None, None).await;
     assert_eq!(
         (st, e["error"]["message"].as_str()),
         (401, Some("missing API key"))
     );
     assert_eq!(
-        send(&s, "GET", "/api/v1/checks", k["key"].as_str(), None)
+        call(&s, "GET", "/api/v1/checks", k["key"].as_str(), None)
             .await
             .0,
         200
@@ -539,8 +508,8 @@ fn concrete(path: &str, check: &str) -> String {
 both_backends!(
     every_route_refuses_what_its_scope_forbids,
     |backend| async move {
-        let s = TestServer::start(backend, &keys()).await;
-        let c = send(
+        let s = TestServer::start(backend, &api_keys_toml()).await;
+        let c = call(
             &s,
             "POST",
             "/api/v1/checks",
@@ -572,19 +541,19 @@ both_backends!(
             }
             let url = concrete(path, &uuid);
             let body = (method != "GET" && method != "DELETE").then(|| json!({}));
-            let (st, e) = send(&s, method, &url, None, body.clone()).await;
+            let (st, e) = call(&s, method, &url, None, body.clone()).await;
             assert_eq!(
                 (st, e["error"]["message"].as_str()),
                 (401, Some("missing API key")),
                 "{method} {url}"
             );
-            let (st, e) = send(&s, method, &url, Some("wrong-key-0123456789"), body.clone()).await;
+            let (st, e) = call(&s, method, &url, Some("wrong-key-0123456789"), body.clone()).await;
             assert_eq!(
                 (st, e["error"]["message"].as_str()),
                 (401, Some("wrong API key")),
                 "{method} {url}"
             );
-            let (st, e) = send(&s, method, &url, Some(READ), body.clone()).await;
+            let (st, e) = call(&s, method, &url, Some(READ), body.clone()).await;
             if scope == "write" {
                 assert_eq!(
                     (st, e["error"]["code"].as_str()),
@@ -599,7 +568,7 @@ both_backends!(
             }
         }
         // The check is untouched by all the refused writes.
-        let (st, v) = send(
+        let (st, v) = call(
             &s,
             "GET",
             &format!("/api/v1/checks/{uuid}"),
@@ -612,7 +581,7 @@ both_backends!(
         for (method, path) in ops.keys() {
             let url = concrete(path, "no-such-check");
             let body = (method != "GET" && method != "DELETE").then(|| json!({}));
-            let (st, e) = send(&s, method, &url, Some(WRITE), body).await;
+            let (st, e) = call(&s, method, &url, Some(WRITE), body).await;
             assert!(
                 st != 401 && st != 403 && st < 500,
                 "{method} {url}: {st} {e}"
@@ -693,7 +662,7 @@ async fn the_openapi_document_matches_the_routes() {
             if expected.contains(&(method.to_string(), path.to_string())) {
                 continue;
             }
-            let (st, _) = send(&s, method, &concrete(path, uuid), None, None).await;
+            let (st, _) = call(&s, method, &concrete(path, uuid), None, None).await;
             assert_eq!(st, 405, "{method} {path}");
         }
     }
@@ -731,7 +700,7 @@ async fn the_openapi_document_matches_the_routes() {
     ];
     assert_eq!(all, known.into_iter().collect());
     for f in known {
-        let (st, e) = send(&s, "POST", "/api/v1/checks", None, Some(json!({ f: null }))).await;
+        let (st, e) = call(&s, "POST", "/api/v1/checks", None, Some(json!({ f: null }))).await;
         assert!(!e.to_string().contains("unknown field"), "{f}: {st} {e}");
     }
     let view = doc["components"]["schemas"]["CheckView"]["properties"]

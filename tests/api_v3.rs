@@ -6,12 +6,12 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use common::api::call;
+use common::api::{READ, WRITE};
 use common::TestServer;
 use serde_json::{json, Value};
 use sha1::{Digest, Sha1};
 
-const READ: &str = "read-key-0123456789abcdef";
-const WRITE: &str = "write-key-0123456789abcdef";
 const BASE: &str = "https://hc.example.com";
 
 fn config() -> String {
@@ -23,29 +23,6 @@ fn config() -> String {
          [[receivers]]\nname = \"data-hooks\"\ntype = \"webhook\"\nurl = \"http://127.0.0.1:9/data\"\n\
          [route]\nreceiver = \"oncall\"\n\
          routes = [ {{ matchers = ['team=\"data\"'], receiver = \"data-hooks\" }} ]\n"
-    )
-}
-
-async fn call(
-    s: &TestServer,
-    method: &str,
-    path: &str,
-    key: Option<&str>,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = s.client.request(method.parse().unwrap(), s.url(path));
-    if let Some(k) = key {
-        req = req.header("X-Api-Key", k);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
     )
 }
 
@@ -370,13 +347,7 @@ both_backends!(checks_look_like_healthchecks, |backend| async move {
     assert_eq!((st, e), (409, json!("check is not paused")));
 
     // Pings, newest first, in healthchecks' shape.
-    let r = s
-        .client
-        .post(s.url(&format!("/ping/{uuid}/start")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    s.post_200(&format!("/ping/{uuid}/start")).await;
     let (_, c) = call(
         &s,
         "GET",

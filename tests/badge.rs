@@ -99,13 +99,7 @@ both_backends!(check_badges_show_up_late_and_down, |backend| async move {
     // Paused counts as up. A ping folded after the pause resumes the check
     // (the ping path's rule), so pause until it sticks.
     for _ in 0..50 {
-        let r = s
-            .client
-            .post(s.url(&format!("/api/v1/checks/{uuid}/pause")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        s.post_200(&format!("/api/v1/checks/{uuid}/pause")).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         if s.get_json(&format!("/api/v1/checks/{uuid}")).await["paused"] == true {
             break;

@@ -469,14 +469,7 @@ async fn two_replicas_on_postgres_tell_once() {
 }
 
 async fn metric(http: &reqwest::Client, server: &ChildServer, series: &str) -> f64 {
-    let text = http
-        .get(format!("{}/metrics", server.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = common::get_text(http, format!("{}/metrics", server.base)).await;
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
         .unwrap_or(0.0)

@@ -436,15 +436,7 @@ async fn the_sighup_log_never_quotes_the_line() {
     let server = ChildServer::spawn(&path);
     std::fs::write(&path, broken_config(&db)).unwrap();
     server.signal("HUP");
-    let start = Instant::now();
-    while !server.log().contains("reload refused") {
-        assert!(
-            start.elapsed() < common::HANG_GUARD,
-            "no refusal logged:\n{}",
-            server.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    server.wait_log("reload refused").await;
     let log = server.log();
     assert!(!log.contains(SECRET) && !log.contains("oops"), "{log}");
     assert!(log.contains("TOML syntax error at line"), "{log}");
@@ -544,15 +536,7 @@ both_backends!(pages_send_the_security_headers, |backend| async move {
         let html = r.text().await.unwrap();
         assert_no_inline_code(&html, path);
     }
-    let html = s
-        .client
-        .get(s.url(&format!("/checks/{uuid}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = s.get_text(&format!("/checks/{uuid}")).await;
     assert!(html.contains("<link rel=\"stylesheet\" href=\"/assets/overdue.css\">"));
     let css = s
         .client
@@ -567,15 +551,7 @@ both_backends!(pages_send_the_security_headers, |backend| async move {
     // The incident's acknowledge link, as the check's page offers it.
     let start = Instant::now();
     let ack = loop {
-        let html = s
-            .client
-            .get(s.url(&format!("/checks/{uuid}")))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let html = s.get_text(&format!("/checks/{uuid}")).await;
         // The template escapes the slashes of the address.
         if let Some(at) = html.find("action=\"&#x2f;ack&#x2f;") {
             let rest = &html[at + "action=\"".len()..];
@@ -670,15 +646,7 @@ both_backends!(
         let (mut seen, mut next) = list_page(&html);
         let mut visited = 1;
         while let Some(href) = next {
-            let html = s
-                .client
-                .get(s.url(&href))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            let html = s.get_text(&href).await;
             assert!(html.len() < 1_000_000, "{href}: {} bytes", html.len());
             assert!(html.contains("rel=\"prev\""), "{href}");
             let (rows, after) = list_page(&html);
@@ -690,30 +658,14 @@ both_backends!(
         assert_eq!((seen, visited), (511, pages));
 
         // Filters are kept from page to page.
-        let html = s
-            .client
-            .get(s.url("/?status=new&page=1"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let html = s.get_text("/?status=new&page=1").await;
         let (_, next) = list_page(&html);
         let next = next.expect("a second page of new checks");
         assert!(
             next.starts_with("/?status=new&") && next.ends_with("page=2"),
             "{next}"
         );
-        let html = s
-            .client
-            .get(s.url("/?label=team%3Dt3"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let html = s.get_text("/?label=team%3Dt3").await;
         let (rows, next) = list_page(&html);
         assert_eq!(
             (rows, next),
@@ -721,15 +673,7 @@ both_backends!(
             "501 / 7 checks of team t3, one page"
         );
         // Out of range: the last page.
-        let html = s
-            .client
-            .get(s.url("/?page=999"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let html = s.get_text("/?page=999").await;
         assert!(
             html.contains(&format!("Page {pages} of {pages}")),
             "page 999"

@@ -12,27 +12,18 @@ mod common;
 
 use std::time::Duration;
 
+use common::api::status_and_json;
+use common::api::WRITE;
+use common::browser;
 use common::{csrf_of, label_badge_key, Backend, TestDb, TestServer};
-use reqwest::redirect::Policy;
 use reqwest::Method;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 const EVIL: &str = "http://rebind.evil.example";
-const WRITE: &str = "write-key-0123456789abcdef";
 
 fn write_key() -> String {
     format!("[[api_keys]]\nname = \"rw\"\nscope = \"write\"\nkey = \"{WRITE}\"\n")
-}
-
-/// A client that shows redirects instead of following them.
-fn browser() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .redirect(Policy::none())
-        .timeout(common::HANG_GUARD)
-        .build()
-        .unwrap()
 }
 
 /// One request with these headers and, when given, a body of this type;
@@ -54,11 +45,7 @@ async fn send(
         }
         r = r.body(text.to_string());
     }
-    let r = r.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    (status, body)
+    status_and_json(r.send().await.unwrap()).await
 }
 
 /// The `/api/v1` error message of an answer.
@@ -269,15 +256,7 @@ both_backends!(
         let s = TestServer::start(backend, "").await;
         let c = s.create_check(json!({"slug": "nightly"})).await;
         let uuid = c["uuid"].as_str().unwrap();
-        let page = s
-            .client
-            .get(s.url(&format!("/checks/{uuid}")))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = s.get_text(&format!("/checks/{uuid}")).await;
         let csrf = csrf_of(&page);
         let post = |headers: Vec<(&'static str, String)>| {
             let mut r = browser()
@@ -550,15 +529,7 @@ fn old_key(prefix: &str, database_url: &str, text: &str) -> String {
 /// The CSRF token of `check`'s page (loopback, no key) and the badge key
 /// of team=data.
 async fn page_secrets(s: &TestServer, check: &str) -> (String, String) {
-    let page = s
-        .client
-        .get(s.url(&format!("/checks/{check}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = s.get_text(&format!("/checks/{check}")).await;
     (csrf_of(&page), label_badge_key(s, "team=data").await)
 }
 

@@ -20,25 +20,7 @@ const READ: &str = "read-key-capability";
 const WRITE: &str = "write-key-capability";
 
 fn config(hook: &WebhookSink, smtp: Option<&SmtpSink>) -> String {
-    let mail = smtp.map_or(String::new(), |s| {
-        format!(
-            r#"
-[[receivers]]
-name = "mail"
-type = "email"
-to = ["oncall@example.com"]
-smtp = {{ host = "127.0.0.1", port = {}, tls = "none", from = "overdue@example.com" }}
-
-[[route.routes]]
-receiver = "mail"
-continue = true
-
-[[route.routes]]
-receiver = "hook"
-"#,
-            s.port()
-        )
-    });
+    let mail = smtp.map_or(String::new(), SmtpSink::mail_then_hook_toml);
     format!(
         r#"
 base_url = "http://overdue.test"
@@ -52,20 +34,14 @@ key = "{READ}"
 name = "admin"
 scope = "write"
 key = "{WRITE}"
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_by = ["check"]
+{hook}{mail}"#,
+        hook = hook.hook_toml(
+            r#"group_by = ["check"]
 group_wait = "200ms"
 group_interval = "300ms"
 repeat_interval = "1h"
-{mail}"#,
-        url = hook.url("/hook"),
+"#
+        ),
     )
 }
 

@@ -1,12 +1,40 @@
 //! The binary: config validation reports every problem with its key.
 
+use std::path::Path;
 use std::process::Command;
 
+/// The binary, with no database or config file from the environment.
 fn overdue() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_overdue"));
     c.env_remove("OVERDUE_DATABASE_URL")
         .env_remove("OVERDUE_CONFIG");
     c
+}
+
+/// Runs `overdue config check <path>`.
+fn config_check(path: &Path) -> std::process::Output {
+    overdue()
+        .args(["config", "check"])
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+/// `overdue config check <path>`, which must accept the file (exit 0):
+/// what it printed.
+fn config_check_accepts(path: &Path) -> String {
+    let out = config_check(path);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    text
+}
+
+/// `overdue config check <path>`, which must refuse the file (exit 2):
+/// what it said on stderr.
+fn config_check_refuses(path: &Path) -> String {
+    let out = config_check(path);
+    assert_eq!(out.status.code(), Some(2));
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -137,25 +165,13 @@ fn config_check_explains_lock_seats_and_refuses_zero() {
         "[[checks]]\nslug = \"crawl\"\ninterval = \"1h\"\nmax_instances = 3\n",
     )
     .unwrap();
-    let out = overdue()
-        .args(["config", "check"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let text = config_check_accepts(&path);
     assert!(
         text.contains("up to 3 runs may hold the job guard's lock at once (max_instances)"),
         "{text}"
     );
     std::fs::write(&path, "[[checks]]\nslug = \"crawl\"\nmax_instances = 0\n").unwrap();
-    let out = overdue()
-        .args(["config", "check"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = config_check_refuses(&path);
     assert!(
         err.contains("checks[0].max_instances: 0 is out of range"),
         "{err}"
@@ -172,13 +188,7 @@ fn config_check_explains_item_floors_and_min_runtime() {
          min_runtime = \"5s\"\n",
     )
     .unwrap();
-    let out = overdue()
-        .args(["config", "check"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let text = config_check_accepts(&path);
     assert!(
         text.contains(
             "stalled (low_items) after 3 successes in a row each reporting fewer than 10 items \
@@ -196,13 +206,7 @@ fn config_check_explains_item_floors_and_min_runtime() {
          [[checks]]\nslug = \"b\"\nmin_items_runs = 2\n",
     )
     .unwrap();
-    let out = overdue()
-        .args(["config", "check"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = config_check_refuses(&path);
     for e in [
         "checks[0].min_items: 0 is out of range",
         "checks[0].min_runtime: \"0s\" is shorter than the minimum of 1s",
@@ -219,13 +223,7 @@ fn config_check_explains_depends_on_and_refuses_cycles() {
     let file = "[[checks]]\nslug = \"dns\"\n\n[[checks]]\nslug = \"nightly-db\"\n\n\
                 [[checks]]\nslug = \"app\"\ndepends_on = [\"nightly-db\", \"dns\"]\n";
     std::fs::write(&path, file).unwrap();
-    let out = overdue()
-        .args(["config", "check"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let text = config_check_accepts(&path);
     assert!(
         text.contains(
             "its alerts are held while nightly-db or dns is down or stalled (depends_on)"
@@ -237,13 +235,7 @@ fn config_check_explains_depends_on_and_refuses_cycles() {
         "slug = \"dns\"\ndepends_on = [\"app\"]\n",
     ) + "\n[[checks]]\nslug = \"web\"\ndepends_on = [\"ghost\"]\n";
     std::fs::write(&path, cyclic).unwrap();
-    let out = overdue()
-        .args(["config", "check"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = config_check_refuses(&path);
     assert!(
         err.contains("checks[2].depends_on: makes a cycle: app → dns → app"),
         "{err}"
@@ -268,13 +260,7 @@ equal = ["alertname", "cluster"]
 source_matchers = ['check = "nightly-db"']
 "#;
     std::fs::write(&path, rules).unwrap();
-    let out = overdue()
-        .args(["config", "check"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let text = config_check_accepts(&path);
     assert!(
         text.contains(
             "inhibit_rules[0]: alerts matching {severity=~\"warning|info\"} are held while an alert \
@@ -299,13 +285,7 @@ equal = ["not-a-label"]
 sources = []
 "#;
     std::fs::write(&path, bad).unwrap();
-    let out = overdue()
-        .args(["config", "check"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = config_check_refuses(&path);
     assert!(
         err.contains("inhibit_rules[0].target_matchers[0]: "),
         "{err}"

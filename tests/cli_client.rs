@@ -37,13 +37,6 @@ fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-async fn pings(s: &TestServer, uuid: &str) -> Vec<Value> {
-    s.get_json(&format!("/api/v1/checks/{uuid}/pings")).await["pings"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ping_sends_each_kind() {
     let s = TestServer::start(Backend::Sqlite, "").await;
@@ -85,7 +78,7 @@ async fn ping_sends_each_kind() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let o = overdue(&["ping", &uuid, "--url", &s.base, "--items", "7"], None).await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    let p = pings(&s, &uuid).await;
+    let p = s.pings(&uuid).await;
     let kinds: Vec<&str> = p.iter().map(|p| p["type"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["success", "log", "fail", "start"]);
     assert_eq!(p[0]["items"], 7);
@@ -144,7 +137,7 @@ both_backends!(run_wraps_a_command, |backend| async move {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(out(&o), "got hello\nfound 12 new items\n");
     assert_eq!(err(&o), "warn\n");
-    let p = pings(&s, &uuid).await;
+    let p = s.pings(&uuid).await;
     assert_eq!(p.len(), 2);
     assert_eq!(
         (
@@ -186,7 +179,7 @@ both_backends!(run_wraps_a_command, |backend| async move {
     )
     .await;
     assert_eq!(o.status.code(), Some(3));
-    let p = pings(&s, &uuid).await;
+    let p = s.pings(&uuid).await;
     assert_eq!(
         (p[0]["type"].as_str(), p[0]["exit_status"].as_i64()),
         (Some("fail"), Some(3))
@@ -205,7 +198,7 @@ both_backends!(run_wraps_a_command, |backend| async move {
     )
     .await;
     assert_eq!(o.status.code(), Some(127));
-    let p = pings(&s, &uuid).await;
+    let p = s.pings(&uuid).await;
     assert_eq!(p[0]["exit_status"], 127);
     assert!(
         p[0]["body"].as_str().unwrap().contains("cannot run"),

@@ -5,21 +5,14 @@
 
 mod common;
 
+use common::api::call;
 use common::{config_path, Backend, TestDb, TestServer};
 use serde_json::{json, Value};
 
+/// `method path` with `body` as JSON if any, and no API key: the status
+/// and the body of the answer.
 async fn send(s: &TestServer, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = s.client.request(method.parse().unwrap(), s.url(path));
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    call(s, method, path, None, body).await
 }
 
 /// The v1 error's message, after checking it is a 400 about `depends_on`.

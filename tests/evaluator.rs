@@ -648,24 +648,12 @@ both_backends!(
         );
         assert!(flips[1].at <= flips[2].at, "in order: {flips:?}");
         // paused -> up by a resume: when it was resumed, not at the last success.
-        let r = s
-            .client
-            .post(s.url(&format!("/api/v1/checks/{uuid}/pause")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        s.post_200(&format!("/api/v1/checks/{uuid}/pause")).await;
         wait_for(&s.client, &flips_url, |v| {
             v["flips"].as_array().unwrap().len() == 4
         })
         .await;
-        let r = s
-            .client
-            .post(s.url(&format!("/api/v1/checks/{uuid}/resume")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        s.post_200(&format!("/api/v1/checks/{uuid}/resume")).await;
         wait_for(&s.client, &flips_url, |v| {
             v["flips"].as_array().unwrap().len() == 5
         })

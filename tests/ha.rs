@@ -15,7 +15,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::lease::{self, assert_terms_follow_each_other};
-use common::sinks::{Behaviour, Request, WebhookSink};
+use common::sinks::{
+    announcements, wait_announced, Behaviour, Request, WebhookSink, PERSISTENT_RETRIES,
+};
 use common::{client, write_config, Backend, ChildServer, TestDb};
 use rand::Rng;
 use serde_json::{json, Value};
@@ -39,47 +41,10 @@ fn config(db: &TestDb, hook: &WebhookSink, ttl: &str, extra: &str) -> String {
         r#"
 heartbeat_period = "200ms"
 lease_ttl = "{ttl}"
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-timeout = "500ms"
-
-[route]
-receiver = "hook"
-group_by = ["check"]
-group_wait = "200ms"
-group_interval = "300ms"
-
-[notifications]
-max_attempts = 20
-retry_base = "100ms"
-retry_max = "1s"
-{extra}
+{hook}{PERSISTENT_RETRIES}{extra}
 "#,
-        url = hook.url("/hook"),
+        hook = hook.per_check_toml("500ms", "200ms", "300ms"),
     ))
-}
-
-/// (check, incident start, status) of every alert in every distinct
-/// notification, with the number of distinct notifications that listed it.
-fn announcements(requests: &[Request]) -> BTreeMap<(String, String, String), BTreeSet<String>> {
-    let mut out: BTreeMap<(String, String, String), BTreeSet<String>> = BTreeMap::new();
-    for r in requests {
-        let key = r.header("idempotency-key").unwrap().to_string();
-        let body = r.json();
-        for a in body["alerts"].as_array().unwrap() {
-            out.entry((
-                a["labels"]["check"].as_str().unwrap().to_string(),
-                a["startsAt"].as_str().unwrap().to_string(),
-                a["status"].as_str().unwrap().to_string(),
-            ))
-            .or_default()
-            .insert(key.clone());
-        }
-    }
-    out
 }
 
 async fn create(http: &reqwest::Client, base: &str, slug: &str) -> String {
@@ -89,25 +54,6 @@ async fn create(http: &reqwest::Client, base: &str, slug: &str) -> String {
 async fn ping(http: &reqwest::Client, base: &str, path: &str) {
     let r = http.get(format!("{base}{path}")).send().await.unwrap();
     assert_eq!(r.status(), 200, "{path}");
-}
-
-/// Waits until the receiver has heard `n` distinct announcements matching.
-async fn wait_announced(hook: &WebhookSink, check: &str, status: &str, n: usize) {
-    let start = Instant::now();
-    loop {
-        let got = announcements(&hook.requests())
-            .keys()
-            .filter(|(c, _, s)| c == check && s == status)
-            .count();
-        if got >= n {
-            return;
-        }
-        assert!(
-            start.elapsed() < common::HANG_GUARD,
-            "{check}: {n} {status} announcement(s) expected, {got} seen before the hang guard"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,45 +24,14 @@ fn config(db: &TestDb, hook: &WebhookSink) -> String {
         r#"
 heartbeat_period = "200ms"
 lease_ttl = "3s"
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-timeout = "500ms"
-
-[route]
-receiver = "hook"
-group_by = ["check"]
-group_wait = "100ms"
-group_interval = "200ms"
-"#,
-        url = hook.url("/hook"),
+{hook}"#,
+        hook = hook.per_check_toml("500ms", "100ms", "200ms"),
     ))
 }
 
 async fn ping(http: &reqwest::Client, base: &str, path: &str) {
     let r = http.get(format!("{base}{path}")).send().await.unwrap();
     assert_eq!(r.status(), 200, "{path}");
-}
-
-/// Waits until the replica has logged a line containing `text`.
-async fn wait_log(server: &ChildServer, text: &str) {
-    wait_log_after(server, 0, text).await;
-}
-
-/// Waits until the replica has logged a line containing `text` after the
-/// first `mark` bytes of its log.
-async fn wait_log_after(server: &ChildServer, mark: usize, text: &str) {
-    let start = Instant::now();
-    while !server.log().get(mark..).is_some_and(|l| l.contains(text)) {
-        assert!(
-            start.elapsed() < common::HANG_GUARD,
-            "no {text:?} before the hang guard:\n{}",
-            server.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Waits until `query` counts at least one row.
@@ -115,7 +84,9 @@ async fn a_warm_follower_takes_over_with_what_changed_while_it_followed() {
     }
     let b = ChildServer::spawn(&path);
     let (leader, follower) = if a.replica() == first { (a, b) } else { (b, a) };
-    wait_log(&follower, "evaluator holds every check while following").await;
+    follower
+        .wait_log("evaluator holds every check while following")
+        .await;
 
     // After the follower read every check: an hour's interval made a
     // second's (down once the new leader judges it); a check paused (stays
@@ -158,7 +129,9 @@ async fn a_warm_follower_takes_over_with_what_changed_while_it_followed() {
     leader.signal("STOP");
     let (holder, _) = lease::wait_for_leader(&db.url, Some(&first)).await;
     assert_eq!(holder, follower.replica());
-    wait_log(&follower, "evaluator loaded (held while following").await;
+    follower
+        .wait_log("evaluator loaded (held while following")
+        .await;
     // The old leader wakes: its term ran out on its own clock, so it steps
     // down, and as a follower it reads every check and keeps them (it led
     // from its start, so it heard its listener come up while leading).
@@ -177,12 +150,9 @@ async fn a_warm_follower_takes_over_with_what_changed_while_it_followed() {
     stop_pinging.cancel();
     pinger.await.unwrap();
 
-    wait_log_after(
-        &leader,
-        woke_at,
-        "evaluator holds every check while following",
-    )
-    .await;
+    leader
+        .wait_log_after(woke_at, "evaluator holds every check while following")
+        .await;
     let log = follower.log();
     // Neither late nor down, ever.
     assert_eq!(

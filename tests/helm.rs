@@ -78,6 +78,17 @@ fn lint(values_file: Option<&str>, set: Value) -> Value {
     helm_py(&args)
 }
 
+/// Asserts that `report` linted the one chart and found no error and no
+/// problem.
+fn assert_lint_clean(report: &Value) {
+    assert_eq!(report["total_charts_linted"], 1, "{report}");
+    assert!(
+        report["errors"].as_array().is_some_and(Vec::is_empty),
+        "{report}"
+    );
+    assert_eq!(lint_problems(report), Vec::<String>::new(), "{report}");
+}
+
 /// Lint findings that are warnings or errors (severity 2 and 3), as text.
 fn lint_problems(report: &Value) -> Vec<String> {
     report["messages"]
@@ -203,12 +214,7 @@ fn seconds(config: &toml::Table, key: &str) -> u64 {
 )]
 fn lint_passes_with_the_default_values() {
     let report = lint(None, json!({}));
-    assert_eq!(report["total_charts_linted"], 1, "{report}");
-    assert!(
-        report["errors"].as_array().is_some_and(Vec::is_empty),
-        "{report}"
-    );
-    assert_eq!(lint_problems(&report), Vec::<String>::new(), "{report}");
+    assert_lint_clean(&report);
 }
 
 #[test]
@@ -218,12 +224,7 @@ fn lint_passes_with_the_default_values() {
 )]
 fn lint_passes_in_postgres_mode() {
     let report = lint(Some(POSTGRES_VALUES), json!({}));
-    assert_eq!(report["total_charts_linted"], 1, "{report}");
-    assert!(
-        report["errors"].as_array().is_some_and(Vec::is_empty),
-        "{report}"
-    );
-    assert_eq!(lint_problems(&report), Vec::<String>::new(), "{report}");
+    assert_lint_clean(&report);
 }
 
 #[test]

@@ -4,24 +4,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::sinks::WebhookSink;
-use common::{Backend, TestDb, TestServer, HANG_GUARD};
+use common::{Backend, TestDb, TestServer};
 use serde_json::{json, Value};
-
-/// Polls `path` until `pred` holds.
-async fn until(s: &TestServer, path: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let v = s.get_json(path).await;
-        if pred(&v) {
-            return v;
-        }
-        assert!(start.elapsed() < HANG_GUARD, "timed out on {path}: {v:#}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn status(s: &TestServer, uuid: &str) -> (Value, Value) {
     let v = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
@@ -53,10 +40,11 @@ both_backends!(
         s.ping(&format!("/ping/{uuid}?items=4")).await;
         assert_eq!(status(&s, &uuid).await, pair("stalled", json!("low_items")));
         // The evaluator records it, with its reason.
-        let flips = until(&s, &format!("/api/v1/checks/{uuid}/flips"), |f| {
-            f["flips"][0]["to"] == "stalled"
-        })
-        .await;
+        let flips = s
+            .json_until(&format!("/api/v1/checks/{uuid}/flips"), |f| {
+                f["flips"][0]["to"] == "stalled"
+            })
+            .await;
         assert_eq!(flips["flips"][0]["reason"], "low_items");
         // v3 reports stalled as down, with the floor as extra fields.
         let v3 = s.get_json(&format!("/api/v3/checks/{uuid}")).await;
@@ -145,16 +133,7 @@ both_backends!(
                 "min_runtime",
             ),
         ] {
-            let r = s
-                .client
-                .post(s.url("/api/v1/checks"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 400, "{body}");
-            let text = r.text().await.unwrap();
-            assert!(text.contains(field), "{body}: {text}");
+            s.assert_create_refused(&body, field).await;
         }
         // PATCH removes the floor with min_items alone (its runs default).
         let c = s.create_check(json!({"slug": "f", "min_items": 3})).await;
@@ -201,18 +180,9 @@ both_backends!(
 
 both_backends!(a_low_items_alert_carries_its_reason, |backend| async move {
     let hook = WebhookSink::start().await;
-    let toml = format!(
-        r#"
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_wait = "100ms"
+    let toml = hook.hook_toml(
+        r#"group_wait = "100ms"
 "#,
-        url = hook.url("/hook"),
     );
     let s = TestServer::start(backend, &toml).await;
     let c = s

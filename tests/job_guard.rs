@@ -35,14 +35,7 @@ fn sample(metrics: &str, name: &str, labels: &str) -> Option<f64> {
 }
 
 async fn scrape(s: &TestServer) -> String {
-    s.client
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    s.get_text("/metrics").await
 }
 
 both_backends!(
@@ -96,15 +89,7 @@ both_backends!(
         assert_eq!(v["locks"].as_array().unwrap().len(), 1, "{v}");
         assert_eq!(v["locks"][0]["holder"], "web-1:42");
         assert_eq!(v["locks"][0]["token"], token);
-        let page = s
-            .client
-            .get(s.url("/checks/backup"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = s.get_text("/checks/backup").await;
         assert!(
             page.contains("<code>web-1:42</code>"),
             "the page names the holder"
@@ -260,15 +245,7 @@ both_backends!(
         assert_eq!(v3["pings"][0]["type"], "log");
         assert_eq!(v3["pings"][0]["reason"], "already done for slot x");
         // The dashboard shows the reason.
-        let page = s
-            .client
-            .get(s.url("/checks/feed"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = s.get_text("/checks/feed").await;
         assert!(page.contains("<strong>quiet hours</strong>"));
 
         let m = scrape(&s).await;

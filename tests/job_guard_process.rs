@@ -16,10 +16,11 @@ use axum::response::{IntoResponse, Response};
 use common::HANG_GUARD;
 use serde_json::json;
 
-/// How long a test waits for something that must happen before it calls it
-/// a hang (never a service level).
+/// A check's uuid, for runs that name the check by uuid and the server by
+/// `--url`.
 const UUID: &str = "5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0";
 
+/// `overdue <args>`, its output captured, killed if the test drops it.
 fn overdue_command(args: &[&str]) -> tokio::process::Command {
     let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_overdue"));
     c.args(args)
@@ -33,6 +34,15 @@ fn overdue_command(args: &[&str]) -> tokio::process::Command {
     c
 }
 
+/// The arguments of `overdue run <flags> -- sh -c <script>`.
+fn run_sh<'a>(flags: &[&'a str], script: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["run"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    args
+}
+
+/// Runs `overdue <args>` to its end (under the hang guard): its output.
 async fn overdue(args: &[&str]) -> Output {
     let child = overdue_command(args).spawn().unwrap();
     tokio::time::timeout(HANG_GUARD, child.wait_with_output())
@@ -41,6 +51,7 @@ async fn overdue(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// What it wrote to stderr.
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -51,6 +62,7 @@ fn closed_url() -> String {
     format!("http://127.0.0.1:{}", l.local_addr().unwrap().port())
 }
 
+/// Waits until `path` holds a whole line (or more) and returns its text.
 async fn wait_for_file(path: &Path) -> String {
     let deadline = Instant::now() + HANG_GUARD;
     loop {
@@ -67,7 +79,6 @@ async fn wait_for_file(path: &Path) -> String {
     }
 }
 
-/// Whether a process runs (a zombie does not count: it waits only to be reaped).
 /// Whether `pid` still runs after the hang guard (then it is killed, as
 /// the test's own leftover); false as soon as it is gone.
 async fn outlives_the_hang_guard(pid: i32) -> bool {
@@ -83,6 +94,7 @@ async fn outlives_the_hang_guard(pid: i32) -> bool {
     false
 }
 
+/// Whether a process runs (a zombie does not count: it waits only to be reaped).
 fn running(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => false,
@@ -277,9 +289,10 @@ async fn a_lock_held_elsewhere_is_a_recorded_skip_and_the_command_does_not_run()
     let ran = dir.path().join("ran");
     let script = format!("touch {}", ran.display());
     let url = fake.url();
-    let o = overdue(&[
-        "run", "--once", "--lock", "--holder", "web-1:5", &url, "--", "sh", "-c", &script,
-    ])
+    let o = overdue(&run_sh(
+        &["--once", "--lock", "--holder", "web-1:5", &url],
+        &script,
+    ))
     .await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(!ran.exists(), "the command ran");
@@ -302,18 +315,10 @@ async fn a_slot_already_done_is_asked_while_holding_the_lock_then_released() {
     let ran = dir.path().join("ran");
     let script = format!("touch {}", ran.display());
     let url = fake.url();
-    let o = overdue(&[
-        "run",
-        "--once",
-        "--lock",
-        "--lock-ttl",
-        "1m",
-        &url,
-        "--",
-        "sh",
-        "-c",
+    let o = overdue(&run_sh(
+        &["--once", "--lock", "--lock-ttl", "1m", &url],
         &script,
-    ])
+    ))
     .await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(!ran.exists(), "the command ran");
@@ -336,7 +341,7 @@ async fn a_slot_already_done_is_asked_while_holding_the_lock_then_released() {
 async fn once_alone_skips_quiet_hours_without_a_lock() {
     let fake = Fake::start(held(), due(false, "quiet")).await;
     let url = fake.url();
-    let o = overdue(&["run", "--once", &url, "--", "sh", "-c", "exit 3"]).await;
+    let o = overdue(&run_sh(&["--once", &url], "exit 3")).await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(fake.endpoints(), ["/due", "/skip"]);
     assert_eq!(fake.requests()[1].param("reason"), Some("quiet hours"));
@@ -356,7 +361,7 @@ async fn a_held_lock_is_renewed_at_a_third_of_its_ttl_and_released_after_the_out
         go.display()
     );
     let url = fake.url();
-    let child = overdue_command(&["run", "--once", "--lock", &url, "--", "sh", "-c", &script])
+    let child = overdue_command(&run_sh(&["--once", "--lock", &url], &script))
         .spawn()
         .unwrap();
     let started = Instant::now();
@@ -412,7 +417,7 @@ async fn renewals_that_fail_to_reach_the_server_do_not_lose_the_lock() {
         (500, "down".into()),
     ]);
     let url = fake.url();
-    let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", "sleep 2; exit 5"]).await;
+    let o = overdue(&run_sh(&["--lock", &url], "sleep 2; exit 5")).await;
     // Let finish: its own exit code, reported as such.
     assert_eq!(o.status.code(), Some(5), "{}", err(&o));
     assert!(err(&o).contains("cannot renew the lock"), "{}", err(&o));
@@ -434,7 +439,7 @@ async fn a_lost_lock_stops_the_command_and_reports_a_failure() {
     let finished = dir.path().join("finished");
     let script = format!("sleep 30; touch {}", finished.display());
     let url = fake.url();
-    let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", &script]).await;
+    let o = overdue(&run_sh(&["--lock", &url], &script)).await;
     // Stopped: let finish, it would have touched `finished` after 30 s.
     assert!(!finished.exists());
     let code = o.status.code().unwrap();
@@ -454,17 +459,10 @@ async fn a_lost_lock_with_warn_lets_the_command_finish() {
     let fake = Fake::start(seat(900), due(true, "due")).await;
     fake.renewals(&[lost()]);
     let url = fake.url();
-    let o = overdue(&[
-        "run",
-        "--lock",
-        "--lock-lost",
-        "warn",
-        &url,
-        "--",
-        "sh",
-        "-c",
+    let o = overdue(&run_sh(
+        &["--lock", "--lock-lost", "warn", &url],
         "sleep 1; exit 4",
-    ])
+    ))
     .await;
     assert_eq!(o.status.code(), Some(4), "{}", err(&o));
     assert!(err(&o).contains("lost the lock"), "{}", err(&o));
@@ -486,18 +484,10 @@ async fn a_lost_lock_with_warn_lets_the_command_finish() {
 async fn past_the_timeout_a_failure_is_reported_and_the_exit_code_is_124() {
     let fake = Fake::start(held(), due(true, "due")).await;
     let url = fake.url();
-    let o = overdue(&[
-        "run",
-        "--timeout",
-        "1s",
-        "--kill-grace",
-        "500ms",
-        &url,
-        "--",
-        "sh",
-        "-c",
+    let o = overdue(&run_sh(
+        &["--timeout", "1s", "--kill-grace", "500ms", &url],
         "trap '' TERM; echo started; sleep 30",
-    ])
+    ))
     .await;
     assert_eq!(o.status.code(), Some(124), "{}", err(&o));
     let r = fake.requests();
@@ -539,18 +529,10 @@ async fn a_refusal_is_an_error_never_a_silent_skip() {
     // `due` refused while holding a seat: the seat is given back.
     let fake = Fake::start(seat(60_000), (404, "not found".into())).await;
     let url = fake.url();
-    let o = overdue(&[
-        "run",
-        "--once",
-        "--lock",
-        "--if-unreachable",
-        "run",
-        &url,
-        "--",
-        "sh",
-        "-c",
+    let o = overdue(&run_sh(
+        &["--once", "--lock", "--if-unreachable", "run", &url],
         &script,
-    ])
+    ))
     .await;
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(!ran.exists(), "the command ran");
@@ -564,7 +546,7 @@ async fn a_refusal_is_an_error_never_a_silent_skip() {
     )
     .await;
     let url = fake.url();
-    let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", &script]).await;
+    let o = overdue(&run_sh(&["--lock", &url], &script)).await;
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("holder: 1 to 200 bytes"), "{}", err(&o));
     assert!(!ran.exists(), "the command ran");
@@ -576,10 +558,7 @@ async fn a_holder_the_server_would_refuse_is_refused_before_asking() {
     let url = fake.url();
     let long = "h".repeat(201);
     for holder in ["", "  ", "web\n1", &long] {
-        let o = overdue(&[
-            "run", "--lock", "--holder", holder, &url, "--", "sh", "-c", "exit 3",
-        ])
-        .await;
+        let o = overdue(&run_sh(&["--lock", "--holder", holder, &url], "exit 3")).await;
         assert_eq!(o.status.code(), Some(2), "{holder:?}: {}", err(&o));
         assert!(err(&o).contains("--holder"), "{}", err(&o));
     }
@@ -593,7 +572,7 @@ async fn a_server_failing_with_5xx_follows_if_unreachable() {
     let ran = dir.path().join("ran");
     let script = format!("touch {}; exit 3", ran.display());
     let url = fake.url();
-    let o = overdue(&["run", "--lock", &url, "--", "sh", "-c", &script]).await;
+    let o = overdue(&run_sh(&["--lock", &url], &script)).await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(!ran.exists(), "the command ran");
     assert!(
@@ -607,18 +586,10 @@ async fn a_server_failing_with_5xx_follows_if_unreachable() {
 
     // --if-unreachable run without the lock still asks `due` under --once:
     // the slot is done, so nothing runs.
-    let o = overdue(&[
-        "run",
-        "--once",
-        "--lock",
-        "--if-unreachable",
-        "run",
-        &url,
-        "--",
-        "sh",
-        "-c",
+    let o = overdue(&run_sh(
+        &["--once", "--lock", "--if-unreachable", "run", &url],
         &script,
-    ])
+    ))
     .await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(!ran.exists(), "the command ran though the slot is done");
@@ -636,18 +607,10 @@ async fn a_server_failing_with_5xx_follows_if_unreachable() {
     // Due: it runs, without the guard.
     let fake = Fake::start((503, "down".into()), due(true, "due")).await;
     let url = fake.url();
-    let o = overdue(&[
-        "run",
-        "--once",
-        "--lock",
-        "--if-unreachable",
-        "run",
-        &url,
-        "--",
-        "sh",
-        "-c",
+    let o = overdue(&run_sh(
+        &["--once", "--lock", "--if-unreachable", "run", &url],
         &script,
-    ])
+    ))
     .await;
     assert_eq!(o.status.code(), Some(3), "{}", err(&o));
     assert!(ran.exists(), "the command did not run");
@@ -663,7 +626,7 @@ async fn an_acquire_whose_answer_was_lost_gets_its_own_seat_on_retry() {
     let ran = dir.path().join("ran");
     let script = format!("touch {}; sleep 1", ran.display());
     let url = fake.url();
-    let o = overdue(&["run", "--once", "--lock", &url, "--", "sh", "-c", &script]).await;
+    let o = overdue(&run_sh(&["--once", "--lock", &url], &script)).await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(ran.exists(), "the command did not run: {}", err(&o));
     let r = fake.requests();
@@ -716,7 +679,7 @@ async fn a_lock_lost_before_the_command_starts_is_a_skip() {
     let ran = dir.path().join("ran");
     let script = format!("touch {}", ran.display());
     let url = fake.url();
-    let o = overdue(&["run", "--once", "--lock", &url, "--", "sh", "-c", &script]).await;
+    let o = overdue(&run_sh(&["--once", "--lock", &url], &script)).await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(!ran.exists(), "the command ran");
     let r = fake.requests();
@@ -750,10 +713,7 @@ async fn with_the_server_unreachable_a_guarded_run_skips_unless_told_to_run() {
     let dir = tempfile::tempdir().unwrap();
     let ran = dir.path().join("ran");
     let script = format!("touch {}; exit 3", ran.display());
-    let o = overdue(&[
-        "run", "--once", "--lock", UUID, "--url", &url, "--", "sh", "-c", &script,
-    ])
-    .await;
+    let o = overdue(&run_sh(&["--once", "--lock", UUID, "--url", &url], &script)).await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(!ran.exists(), "the command ran");
     assert!(
@@ -762,20 +722,18 @@ async fn with_the_server_unreachable_a_guarded_run_skips_unless_told_to_run() {
         err(&o)
     );
 
-    let o = overdue(&[
-        "run",
-        "--once",
-        "--lock",
-        "--if-unreachable",
-        "run",
-        UUID,
-        "--url",
-        &url,
-        "--",
-        "sh",
-        "-c",
+    let o = overdue(&run_sh(
+        &[
+            "--once",
+            "--lock",
+            "--if-unreachable",
+            "run",
+            UUID,
+            "--url",
+            &url,
+        ],
         &script,
-    ])
+    ))
     .await;
     assert_eq!(o.status.code(), Some(3), "{}", err(&o));
     assert!(ran.exists(), "the command did not run");
@@ -786,30 +744,30 @@ async fn with_the_server_unreachable_a_guarded_run_skips_unless_told_to_run() {
     );
 }
 
+/// Runs `script` under `overdue run` (the server unreachable: it runs
+/// anyway), waits for the pid the script writes to `pidfile`, kills the
+/// guard with SIGKILL, and tells whether that process outlives the hang
+/// guard.
+async fn outlives_a_killed_guard(script: &str, pidfile: &Path) -> bool {
+    let url = closed_url();
+    let mut guard = overdue_command(&run_sh(
+        &["--if-unreachable", "run", UUID, "--url", &url],
+        script,
+    ))
+    .spawn()
+    .unwrap();
+    let pid: i32 = wait_for_file(pidfile).await.trim().parse().unwrap();
+    assert!(running(pid));
+    guard.kill().await.unwrap(); // SIGKILL: no chance to clean up
+    outlives_the_hang_guard(pid).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_guard_leaves_no_command_running() {
-    let url = closed_url();
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pid");
     let script = format!("echo $$ > {}; exec sleep 300", pidfile.display());
-    let mut guard = overdue_command(&[
-        "run",
-        "--if-unreachable",
-        "run",
-        UUID,
-        "--url",
-        &url,
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ])
-    .spawn()
-    .unwrap();
-    let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
-    assert!(running(pid));
-    guard.kill().await.unwrap(); // SIGKILL: no chance to clean up
-    let survived = outlives_the_hang_guard(pid).await;
+    let survived = outlives_a_killed_guard(&script, &pidfile).await;
     assert!(!survived, "the command outlived overdue run (kill -9)");
 }
 
@@ -818,31 +776,13 @@ async fn a_killed_guard_leaves_no_grandchild_running() {
     // A script's foreground step (pg_dump, rsync): the outer shell waits for
     // the inner one (`; true` keeps it from exec-ing it), which becomes
     // `sleep`. Only the outer shell has the parent-death signal.
-    let url = closed_url();
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("inner.pid");
     let script = format!(
         "sh -c 'echo $$ > {}; exec sleep 300'; true",
         pidfile.display()
     );
-    let mut guard = overdue_command(&[
-        "run",
-        "--if-unreachable",
-        "run",
-        UUID,
-        "--url",
-        &url,
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ])
-    .spawn()
-    .unwrap();
-    let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
-    assert!(running(pid));
-    guard.kill().await.unwrap(); // SIGKILL: no chance to clean up
-    let survived = outlives_the_hang_guard(pid).await;
+    let survived = outlives_a_killed_guard(&script, &pidfile).await;
     assert!(
         !survived,
         "the command's child outlived overdue run (kill -9)"
@@ -863,18 +803,10 @@ async fn what_a_command_leaves_behind_when_it_ends_is_not_killed() {
         beats.display(),
         pidfile.display()
     );
-    let o = overdue(&[
-        "run",
-        "--if-unreachable",
-        "run",
-        UUID,
-        "--url",
-        &url,
-        "--",
-        "sh",
-        "-c",
+    let o = overdue(&run_sh(
+        &["--if-unreachable", "run", UUID, "--url", &url],
         &script,
-    ])
+    ))
     .await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
@@ -914,18 +846,10 @@ async fn signals_to_overdue_run_reach_the_command() {
         t = term.display(),
         r = ready.display()
     );
-    let child = overdue_command(&[
-        "run",
-        "--if-unreachable",
-        "run",
-        UUID,
-        "--url",
-        &url,
-        "--",
-        "sh",
-        "-c",
+    let child = overdue_command(&run_sh(
+        &["--if-unreachable", "run", UUID, "--url", &url],
         &script,
-    ])
+    ))
     .spawn()
     .unwrap();
     let pid = i32::try_from(child.id().unwrap()).unwrap();

@@ -54,14 +54,6 @@ fn lines(path: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The check's ping log, newest first.
-async fn pings(s: &TestServer, uuid: &str) -> Vec<Value> {
-    s.get_json(&format!("/api/v1/checks/{uuid}/pings")).await["pings"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 fn skip_reasons(pings: &[Value]) -> Vec<String> {
     pings
         .iter()
@@ -142,7 +134,7 @@ both_backends!(
         let ran = lines(&out);
         assert_eq!(ran.len(), 1, "exactly one ran: {ran:?}");
         assert!(ran[0].parse::<i64>().is_ok(), "OVERDUE_LOCK_TOKEN: {ran:?}");
-        let log = pings(&s, &uuid).await;
+        let log = s.pings(&uuid).await;
         show("five at once", &log);
         let skips = skip_reasons(&log);
         assert_eq!(skips.len(), 4, "{skips:?}");
@@ -168,7 +160,7 @@ both_backends!(
         .remove(0);
         assert_eq!(code, 0, "{err}");
         assert_eq!(lines(&out).len(), 1);
-        let log = pings(&s, &uuid).await;
+        let log = s.pings(&uuid).await;
         show("same slot again", &log);
         assert_eq!(log[0]["type"], "skip");
         let reason = log[0]["reason"].as_str().unwrap();
@@ -195,7 +187,7 @@ both_backends!(
             assert_eq!(code, 0, "{err}");
         }
         assert_eq!(lines(&out2).len(), 2, "max_instances = 2");
-        let skips = skip_reasons(&pings(&s, &uuid2).await);
+        let skips = skip_reasons(&s.pings(&uuid2).await);
         assert_eq!(skips.len(), 3, "{skips:?}");
         s.stop().await;
     }
@@ -271,7 +263,7 @@ both_backends!(
         .remove(0);
         assert_eq!(code, 0, "{err}");
         assert_eq!(lines(&out), ["run"]);
-        let log = pings(&s, &uuid).await;
+        let log = s.pings(&uuid).await;
         assert_eq!(log[0]["type"], "skip");
         assert!(log[0]["reason"].as_str().unwrap().starts_with("locked by "));
         assert!(
@@ -326,7 +318,7 @@ both_backends!(
         assert_eq!(lines(&out), ["run", "other"]);
         let v = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
         assert_eq!(v["status"], "up", "{v}");
-        show("killed holder", &pings(&s, &uuid).await);
+        show("killed holder", &s.pings(&uuid).await);
         s.stop().await;
     }
 );
@@ -361,18 +353,13 @@ both_backends!(
             .unwrap()
             .trim()
             .to_string();
-        let r = s
-            .client
-            .post(s.url(&format!("/ping/{uuid}/unlock?token={token}")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        s.post_200(&format!("/ping/{uuid}/unlock?token={token}"))
+            .await;
         let (code, err) = finish_all(vec![run]).await.remove(0);
         // Stopped, not let finish: it would have touched `done` after 20 s.
         assert!(!done.exists(), "the job was stopped");
         assert_ne!(code, 0, "{err}");
-        let log = pings(&s, &uuid).await;
+        let log = s.pings(&uuid).await;
         assert_eq!(log[0]["type"], "fail", "{:?}", kinds(&log));
         assert!(
             log[0]["body"].as_str().unwrap().contains("lost the lock"),
@@ -393,7 +380,7 @@ both_backends!(
         let (code, err) = finish_all(vec![run]).await.remove(0);
         assert_eq!(code, 124, "{err}");
         assert!(!finished.exists(), "the job was killed");
-        let log = pings(&s, &uuid).await;
+        let log = s.pings(&uuid).await;
         assert_eq!(log[0]["type"], "fail");
         assert!(
             log[0]["body"]
@@ -437,7 +424,7 @@ both_backends!(
             assert_eq!(code, 0, "{err}");
         }
         assert!(!marker.exists(), "nothing ran while quiet");
-        let log = pings(&s, &uuid).await;
+        let log = s.pings(&uuid).await;
         assert_eq!(skip_reasons(&log), ["quiet hours", "quiet hours"]);
         assert_eq!(kinds(&log), ["skip", "skip"]);
         let v = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
@@ -515,17 +502,9 @@ both_backends!(overdue_ping_skip_records_a_reason, |backend| async move {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let log = pings(&s, &uuid).await;
+    let log = s.pings(&uuid).await;
     assert_eq!(skip_reasons(&log), ["maintenance: disk swap"]);
-    let m = s
-        .client
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = s.get_text("/metrics").await;
     assert!(m.contains("overdue_skips_total{reason=\"other\"} 1"), "{m}");
     s.stop().await;
 });

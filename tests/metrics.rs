@@ -457,21 +457,12 @@ async fn notification_attempts_are_counted_by_receiver_and_outcome() {
     let hook = WebhookSink::start().await;
     // The first attempt fails (retried), the second is delivered.
     hook.push(Behaviour::Status(503));
-    let toml = format!(
-        r#"
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_wait = "100ms"
+    let toml = hook.hook_toml(
+        r#"group_wait = "100ms"
 
 [notifications]
 retry_base = "100ms"
 "#,
-        url = hook.url("/hook")
     );
     let s = TestServer::start(Backend::Sqlite, &toml).await;
     let before = parse(&scrape(&s.base).await);

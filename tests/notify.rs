@@ -7,8 +7,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::sinks::{Behaviour, SmtpOptions, SmtpSink, WebhookSink};
-use common::{client, write_config, Backend, ChildServer, TestDb, TestServer};
+use common::sinks::{self, Behaviour, SmtpOptions, SmtpSink, WebhookSink};
+use common::{client, notifications_until, write_config, Backend, ChildServer, TestDb, TestServer};
 use serde_json::{json, Value};
 
 /// Creates a check with these labels; returns its uuid.
@@ -40,37 +40,9 @@ async fn fail_together(server: &TestServer, uuids: &[String]) {
     }
 }
 
-/// Polls the notifications API until `pred` holds.
-async fn notifications_until(
-    server: &TestServer,
-    query: &str,
-    pred: impl Fn(&[Value]) -> bool,
-) -> Vec<Value> {
-    let start = Instant::now();
-    loop {
-        let v = server
-            .get_json(&format!("/api/v1/notifications{query}"))
-            .await;
-        let list = v["notifications"].as_array().unwrap().clone();
-        if pred(&list) {
-            return list;
-        }
-        assert!(
-            start.elapsed() < common::HANG_GUARD,
-            "timed out waiting on notifications{query}: {list:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
+/// The set of checks whose alerts in `body` are in `status`.
 fn alert_checks(body: &Value, status: &str) -> BTreeSet<String> {
-    body["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["status"] == status)
-        .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
-        .collect()
+    sinks::alert_checks(body, status).into_iter().collect()
 }
 
 both_backends!(
@@ -80,13 +52,7 @@ both_backends!(
         let hook = WebhookSink::start().await;
         let smtp = SmtpSink::start(SmtpOptions::default());
         let toml = format!(
-            r#"
-[[receivers]]
-name = "mail"
-type = "email"
-to = ["oncall@example.com"]
-smtp = {{ host = "127.0.0.1", port = {port}, tls = "none", from = "overdue@example.com" }}
-
+            r#"{mail}
 [[receivers]]
 name = "data-hook"
 type = "webhook"
@@ -113,7 +79,7 @@ routes = [ {{ matchers = ['severity="page"'], receiver = "pager" }} ]
 matchers = ['team=~"data|web"']
 receiver = "mail"
 "#,
-            port = smtp.port(),
+            mail = smtp.mail_toml(),
             url = hook.url("/data"),
             pager = hook.url("/pager"),
         );
@@ -294,21 +260,12 @@ retry_base = "200ms"
 both_backends!(a_permanent_failure_is_not_retried, |backend| async move {
     let hook = WebhookSink::start().await;
     hook.push(Behaviour::Status(400));
-    let toml = format!(
-        r#"
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_wait = "100ms"
+    let toml = hook.hook_toml(
+        r#"group_wait = "100ms"
 
 [notifications]
 retry_base = "100ms"
 "#,
-        url = hook.url("/hook"),
     );
     let server = TestServer::start(backend, &toml).await;
     failing(&server, "a", json!({})).await;
@@ -387,23 +344,14 @@ both_backends!(
         for _ in 0..50 {
             hook.push(Behaviour::Status(500));
         }
-        let toml = format!(
-            r#"
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_wait = "100ms"
+        let toml = hook.hook_toml(
+            r#"group_wait = "100ms"
 
 [notifications]
 max_attempts = 2
 retry_base = "50ms"
 sweep_interval = "1s"
 "#,
-            url = hook.url("/hook"),
         );
         let server = TestServer::start(backend, &toml).await;
         let uuid = failing(&server, "a", json!({})).await;

@@ -9,10 +9,10 @@ mod common;
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use common::messages::{self, ctx, labels, message, receiver};
 use common::sinks::{Behaviour, Request, WebhookSink};
-use overdue::notify::message::{zero_instant, Alert, AlertStatus, LabelSet, Message};
-use overdue::notify::receiver::{http_client, Receiver, ReceiverInput, SendContext, SendError};
+use overdue::notify::message::{Alert, AlertStatus, Message};
+use overdue::notify::receiver::{Receiver, ReceiverInput, SendError};
 use serde_json::Value;
 
 const BOT_TOKEN: &str = "123456789:AAHsecretBotTokenXYZ";
@@ -21,66 +21,11 @@ const PUSHOVER_TOKEN: &str = "azGDORePK8gMaC0QOYAMyEEuzJnyUi";
 const PUSHOVER_USER: &str = "uQiRzpo4DXghDmr9QzzfQu27cmVRsG";
 const GOTIFY_TOKEN: &str = "AgotifyAppToken1";
 
-fn receiver(toml_text: &str) -> Receiver {
-    let input: ReceiverInput = toml::from_str(toml_text).expect("receiver TOML");
-    Receiver::from_input(input).unwrap_or_else(|e| panic!("invalid receiver: {e:?}"))
-}
-
-fn ctx() -> SendContext {
-    SendContext::new(http_client())
-}
-
-fn labels(pairs: &[(&str, &str)]) -> LabelSet {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-fn at(secs_ago: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(Utc::now().timestamp() - secs_ago, 0).unwrap()
-}
-
+/// The alert of `check` (named after itself) as the server raises it.
 fn alert(status: AlertStatus, check: &str) -> Alert {
-    let resolved = status == AlertStatus::Resolved;
-    Alert {
-        status,
-        labels: labels(&[
-            ("alertname", "OverdueCheck"),
-            ("check", check),
-            ("name", check),
-            ("team", "data"),
-            ("status", if resolved { "up" } else { "down" }),
-            ("reason", if resolved { "ping received" } else { "overdue" }),
-        ]),
-        annotations: labels(&[
-            ("last_ping", "2026-12-04T02:00:00Z"),
-            ("link", &format!("http://overdue.test/checks/{check}")),
-        ]),
-        starts_at: at(600),
-        ends_at: if resolved { at(5) } else { zero_instant() },
-        generator_url: format!("http://overdue.test/checks/{check}"),
-        fingerprint: format!("{:016x}", check.len() as u64 * 7919),
-    }
-}
-
-fn message(alerts: Vec<Alert>) -> Message {
-    let mut m = Message {
-        version: "4".into(),
-        group_key: "{}/{team=\"data\"}:{team=\"data\"}".into(),
-        truncated_alerts: 0,
-        status: AlertStatus::Firing,
-        receiver: "test".into(),
-        group_labels: labels(&[("team", "data")]),
-        common_labels: LabelSet::new(),
-        common_annotations: LabelSet::new(),
-        external_url: "http://overdue.test".into(),
-        alerts,
-        idempotency_key: format!("{}", uuid::Uuid::new_v4().simple()),
-        acknowledged: Vec::new(),
-    };
-    m.finish();
-    m
+    let link = format!("http://overdue.test/checks/{check}");
+    let annotations = labels(&[("last_ping", "2026-12-04T02:00:00Z"), ("link", &link)]);
+    messages::alert(status, check, check, "overdue", annotations)
 }
 
 /// Two firing checks, one with markup (and a mention) in its name.

@@ -7,15 +7,11 @@ mod common;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use common::messages::{ctx, receiver};
 use common::sinks::WebhookSink;
 use overdue::notify::message::{zero_instant, Alert, AlertStatus, LabelSet, Message};
-use overdue::notify::receiver::{http_client, Receiver, ReceiverInput, SendContext, SendError};
+use overdue::notify::receiver::{Receiver, SendError};
 use serde_json::Value;
-
-fn receiver(toml_text: &str) -> Receiver {
-    let input: ReceiverInput = toml::from_str(toml_text).expect("receiver TOML");
-    Receiver::from_input(input).unwrap_or_else(|e| panic!("invalid receiver: {e:?}"))
-}
 
 /// A TOML array of strings.
 fn argv(args: &[&str]) -> String {
@@ -75,10 +71,6 @@ fn message(status: AlertStatus) -> Message {
     };
     m.finish();
     m
-}
-
-fn ctx() -> SendContext {
-    SendContext::new(http_client())
 }
 
 #[tokio::test]

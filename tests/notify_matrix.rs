@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use common::messages::labels;
 use overdue::notify::message::{zero_instant, Alert, AlertStatus, LabelSet, Message};
 use overdue::notify::receiver::{http_client, Receiver, ReceiverInput, SendContext, SendError};
 use serde_json::{json, Value};
@@ -150,13 +151,6 @@ async fn user_token(base: &str, user: &str) -> String {
     let v: Value = r.json().await.unwrap();
     assert!(status.is_success(), "register: {v}");
     v["access_token"].as_str().unwrap().to_string()
-}
-
-fn labels(pairs: &[(&str, &str)]) -> LabelSet {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 fn message(status: AlertStatus, key: &str) -> Message {

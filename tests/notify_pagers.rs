@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::sinks::{Behaviour, WebhookSink};
-use common::TestServer;
+use common::{notifications_until, TestServer};
 use serde_json::{json, Value};
 
 const ROUTING_KEY: &str = "R0UT1NGKEY0123456789abcdefABCDEF";
@@ -35,29 +35,6 @@ async fn fail_all(server: &TestServer, uuids: &[String]) {
 async fn succeed_all(server: &TestServer, uuids: &[String]) {
     for uuid in uuids {
         assert_eq!(server.ping(&format!("/ping/{uuid}")).await.0, 200);
-    }
-}
-
-/// Polls the notifications API until `pred` holds.
-async fn notifications_until(
-    server: &TestServer,
-    query: &str,
-    pred: impl Fn(&[Value]) -> bool,
-) -> Vec<Value> {
-    let start = Instant::now();
-    loop {
-        let v = server
-            .get_json(&format!("/api/v1/notifications{query}"))
-            .await;
-        let list = v["notifications"].as_array().unwrap().clone();
-        if pred(&list) {
-            return list;
-        }
-        assert!(
-            start.elapsed() < common::HANG_GUARD,
-            "notifications{query}: {list:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -152,15 +129,7 @@ both_backends!(
 
         // The routing key is in no API answer, metric or log-visible target.
         for path in ["/api/v1/receivers", "/api/v1/notifications", "/metrics"] {
-            let text = server
-                .client
-                .get(server.url(path))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            let text = server.get_text(path).await;
             assert!(!text.contains(ROUTING_KEY), "{path} shows the routing key");
         }
         let receivers = server.get_json("/api/v1/receivers").await;
@@ -284,15 +253,7 @@ group_interval = "1s"
             Some(format!("GenieKey {GENIE_KEY}").as_str())
         );
         assert!(close.json()["note"].as_str().unwrap().contains("RESOLVED"));
-        let receivers = server
-            .client
-            .get(server.url("/api/v1/receivers"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let receivers = server.get_text("/api/v1/receivers").await;
         assert!(!receivers.contains(GENIE_KEY));
         server.stop().await;
     }

@@ -8,79 +8,28 @@ mod common;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use common::messages::{self, ctx, labels, message, receiver};
 use common::sinks::{
     Alertmanager, Behaviour, SmtpMessage, SmtpOptions, SmtpSink, SmtpTls, WebhookSink,
 };
 use hmac::{Hmac, Mac};
-use overdue::notify::message::{zero_instant, Alert, AlertStatus, LabelSet, Message};
-use overdue::notify::receiver::{http_client, Receiver, ReceiverInput, SendContext, SendError};
+use overdue::notify::message::{zero_instant, Alert, AlertStatus, Message};
+use overdue::notify::receiver::{Receiver, ReceiverInput, SendError};
 use serde_json::Value;
 use sha2::Sha256;
 
-fn receiver(toml_text: &str) -> Receiver {
-    let input: ReceiverInput = toml::from_str(toml_text).expect("receiver TOML");
-    Receiver::from_input(input).unwrap_or_else(|e| panic!("invalid receiver: {e:?}"))
-}
-
-fn ctx() -> SendContext {
-    SendContext::new(http_client())
-}
-
-fn labels(pairs: &[(&str, &str)]) -> LabelSet {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-/// A whole-second instant, so it survives a JSON round trip unchanged.
-fn at(secs_ago: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(Utc::now().timestamp() - secs_ago, 0).unwrap()
-}
-
+/// The alert of `check`, named `name`, as the server raises it when late.
 fn alert(status: AlertStatus, check: &str, name: &str) -> Alert {
-    let resolved = status == AlertStatus::Resolved;
-    Alert {
-        status,
-        labels: labels(&[
-            ("alertname", "OverdueCheck"),
-            ("check", check),
-            ("name", name),
-            ("team", "data"),
-            ("status", if resolved { "up" } else { "down" }),
-            ("reason", if resolved { "ping received" } else { "late" }),
-        ]),
-        annotations: labels(&[
-            ("summary", &format!("{name} is late")),
-            ("last_ping", "2024-05-01T02:00:00Z"),
-            ("last_items", "0"),
-            ("staleness", "2h 5m"),
-            ("link", &format!("http://overdue.test/checks/{check}")),
-        ]),
-        starts_at: at(600),
-        ends_at: if resolved { at(5) } else { zero_instant() },
-        generator_url: format!("http://overdue.test/checks/{check}"),
-        fingerprint: format!("{:016x}", check.len() as u64 * 7919),
-    }
-}
-
-fn message(alerts: Vec<Alert>) -> Message {
-    let mut m = Message {
-        version: "4".into(),
-        group_key: "{}/{team=\"data\"}:{team=\"data\"}".into(),
-        truncated_alerts: 0,
-        status: AlertStatus::Firing,
-        receiver: "test".into(),
-        group_labels: labels(&[("team", "data")]),
-        common_labels: LabelSet::new(),
-        common_annotations: LabelSet::new(),
-        external_url: "http://overdue.test".into(),
-        alerts,
-        idempotency_key: format!("{}", uuid::Uuid::new_v4().simple()),
-        acknowledged: Vec::new(),
-    };
-    m.finish();
-    m
+    let summary = format!("{name} is late");
+    let link = format!("http://overdue.test/checks/{check}");
+    let annotations = labels(&[
+        ("summary", &summary),
+        ("last_ping", "2024-05-01T02:00:00Z"),
+        ("last_items", "0"),
+        ("staleness", "2h 5m"),
+        ("link", &link),
+    ]);
+    messages::alert(status, check, name, "late", annotations)
 }
 
 /// Three firing checks (one with markup in its name) and one resolved.

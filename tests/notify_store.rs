@@ -5,26 +5,13 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Backend, TestDb};
-use overdue::config::Config;
-use overdue::domain::check::{CheckInput, CheckSpec};
+use common::stores::{create_api_check, open, spec};
 use overdue::domain::status::{Reason, Status};
 use overdue::store::notify::{
     AlertQuery, AttemptResult, NewNotification, NotificationFilter, SilenceRecord, SilenceVersion,
     KIND_ALERTS, KIND_UNDELIVERED,
 };
 use overdue::store::{CheckSource, Store, StoreError, StoredStatus, Transition};
-
-async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
-    let db = TestDb::new(backend).await;
-    let config = Config::from_toml(&db.config_toml("")).unwrap();
-    let store = overdue::store::open(config.database()).await.unwrap();
-    (db, store)
-}
-
-fn spec(json: &str) -> CheckSpec {
-    CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
-}
 
 fn st(status: Status, reason: Option<Reason>, since: i64) -> StoredStatus {
     StoredStatus {
@@ -75,10 +62,7 @@ both_backends!(
             )
             .await
             .unwrap();
-        let b = store
-            .create_check(&spec(r#"{"interval":"1m"}"#), CheckSource::Api, 1)
-            .await
-            .unwrap();
+        let b = create_api_check(&store, r#"{"interval":"1m"}"#, 1).await;
         let up = st(Status::Up, None, 10);
         let down = st(Status::Down, Some(Reason::Overdue), 20);
         go(&store, a.id, None, up).await;

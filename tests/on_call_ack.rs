@@ -8,7 +8,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::sinks::{Request, SmtpOptions, SmtpSink, WebhookSink};
+use common::sinks::{alert_checks, Request, SmtpOptions, SmtpSink, WebhookSink};
 use common::TestServer;
 use serde_json::{json, Value};
 
@@ -23,11 +23,6 @@ async fn create(server: &TestServer, slug: &str) -> String {
         .to_string()
 }
 
-async fn ping(server: &TestServer, path: &str) {
-    let (status, body) = server.ping(path).await;
-    assert_eq!(status, 200, "{path}: {body}");
-}
-
 /// The newest incident of a check.
 async fn incident(server: &TestServer, slug: &str) -> Value {
     let v = server
@@ -38,13 +33,7 @@ async fn incident(server: &TestServer, slug: &str) -> Value {
 
 /// The checks of a webhook body's alerts in this state.
 fn checks(body: &Value, status: &str) -> Vec<String> {
-    let mut v: Vec<String> = body["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["status"] == status)
-        .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
-        .collect();
+    let mut v = alert_checks(body, status);
     v.sort();
     v
 }
@@ -127,42 +116,18 @@ group_by = ["check"]
             t.url("/ticker")
         )
     });
-    let mail = smtp.map_or(String::new(), |s| {
-        format!(
-            r#"
-[[receivers]]
-name = "mail"
-type = "email"
-to = ["oncall@example.com"]
-smtp = {{ host = "127.0.0.1", port = {}, tls = "none", from = "overdue@example.com" }}
-
-[[route.routes]]
-receiver = "mail"
-continue = true
-
-[[route.routes]]
-receiver = "hook"
-"#,
-            s.port()
-        )
-    });
+    let mail = smtp.map_or(String::new(), SmtpSink::mail_then_hook_toml);
     format!(
         r#"
 base_url = "{BASE_URL}"
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_by = ["alertname"]
+{hook}{ticker}{mail}"#,
+        hook = hook.hook_toml(
+            r#"group_by = ["alertname"]
 group_wait = "300ms"
 group_interval = "500ms"
 repeat_interval = "3s"
-{ticker}{mail}"#,
-        url = hook.url("/hook"),
+"#
+        ),
     )
 }
 
@@ -176,11 +141,11 @@ both_backends!(
         let toml = config_ticking(&hook, Some(&smtp), Some(&ticks));
         let server = TestServer::start(backend, &toml).await;
         let ticker = create(&server, "ticker").await;
-        ping(&server, &format!("/ping/{ticker}/fail")).await;
+        server.ping_ok(&format!("/ping/{ticker}/fail")).await;
         let a = create(&server, "a").await;
         let b = create(&server, "b").await;
-        ping(&server, &format!("/ping/{a}/fail")).await;
-        ping(&server, &format!("/ping/{b}/fail")).await;
+        server.ping_ok(&format!("/ping/{a}/fail")).await;
+        server.ping_ok(&format!("/ping/{b}/fail")).await;
 
         // The first notification lists both, each with its own link.
         let mut first = call(&hook, 1).await;
@@ -283,7 +248,7 @@ both_backends!(
 
         // a recovers: its resolve is sent, b still listed as acknowledged.
         let n = hook.requests().len();
-        ping(&server, &format!("/ping/{a}")).await;
+        server.ping_ok(&format!("/ping/{a}")).await;
         let resolve = call(&hook, n + 1).await;
         assert_eq!(checks(&resolve, "resolved"), ["a"], "{resolve:#}");
         assert_eq!(checks(&resolve, "firing"), Vec::<String>::new());
@@ -294,7 +259,7 @@ both_backends!(
         assert_eq!(curl(&["-X", "POST", &link_a]).0, 410);
 
         // A new incident of a is not acknowledged: announced again.
-        ping(&server, &format!("/ping/{a}/fail")).await;
+        server.ping_ok(&format!("/ping/{a}/fail")).await;
         let again = call(&hook, n + 2).await;
         assert_eq!(checks(&again, "firing"), ["a"], "{again:#}");
         assert_ne!(ack_link(&server, &again, "a"), link_a);
@@ -325,7 +290,7 @@ both_backends!(
         let hook = WebhookSink::start().await;
         let server = TestServer::start(backend, &config(&hook, None)).await;
         let a = create(&server, "a").await;
-        ping(&server, &format!("/ping/{a}/fail")).await;
+        server.ping_ok(&format!("/ping/{a}/fail")).await;
         let first = call(&hook, 1).await;
         assert_eq!(checks(&first, "firing"), ["a"]);
         let id = incident(&server, "a").await["id"].as_i64().unwrap();
@@ -372,14 +337,7 @@ both_backends!(
         assert!(!text.contains(&format!("/ack/{id}.")), "{text}");
 
         // The dashboard shows who acknowledged it.
-        let page = http
-            .get(server.url(&format!("/checks/{a}")))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = common::get_text(http, server.url(&format!("/checks/{a}"))).await;
         assert!(page.contains("class=\"acked-by\">api</strong>"), "{page}");
 
         // Taken back: reminders start again at repeat_interval.
@@ -392,14 +350,7 @@ both_backends!(
         assert_eq!(checks(&reminder, "firing"), ["a"], "{reminder:#}");
 
         // The dashboard's button acknowledges through the signed link.
-        let page = http
-            .get(server.url(&format!("/checks/{a}")))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = common::get_text(http, server.url(&format!("/checks/{a}"))).await;
         let action = page
             .split("<form method=\"post\" action=\"")
             .nth(1)
@@ -420,7 +371,7 @@ both_backends!(
         assert_eq!(i["acknowledged"]["by"], "dash");
 
         // Resolved: acknowledging is a conflict.
-        ping(&server, &format!("/ping/{a}")).await;
+        server.ping_ok(&format!("/ping/{a}")).await;
         let deadline = Instant::now() + common::HANG_GUARD;
         loop {
             let r = http.post(&url).send().await.unwrap();

@@ -8,36 +8,15 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::sinks::{Alertmanager, Request, WebhookSink};
+use common::sinks::{alert_checks, Alertmanager, Request, WebhookSink};
 use common::TestServer;
 use serde_json::{json, Value};
-
-async fn create(server: &TestServer, body: Value) -> String {
-    server.create_check(body).await["uuid"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-async fn ping(server: &TestServer, path: &str) {
-    let (status, body) = server.ping(path).await;
-    assert_eq!(status, 200, "{path}: {body}");
-}
 
 /// The checks of every webhook call's alerts in this state.
 fn checks(calls: &[Request], status: &str) -> Vec<String> {
     let mut v: Vec<String> = calls
         .iter()
-        .flat_map(|c| {
-            let body = c.json();
-            body["alerts"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|a| a["status"] == status)
-                .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
-                .collect::<Vec<_>>()
-        })
+        .flat_map(|c| alert_checks(&c.json(), status))
         .collect();
     v.sort();
     v
@@ -74,23 +53,16 @@ async fn exactly(hook: &WebhookSink, n: usize, settle: Duration) -> Vec<Request>
     calls
 }
 
+/// A receiver "hook" that gets every alert, in a group per check, then
+/// `extra` config text.
 fn hook_config(hook: &WebhookSink, extra: &str) -> String {
-    format!(
-        r#"
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_by = ["check"]
+    hook.hook_toml(&format!(
+        r#"group_by = ["check"]
 group_wait = "400ms"
 group_interval = "400ms"
 repeat_interval = "1h"
-{extra}"#,
-        url = hook.url("/hook"),
-    )
+{extra}"#
+    ))
 }
 
 both_backends!(
@@ -98,15 +70,15 @@ both_backends!(
     |backend| async move {
         let hook = WebhookSink::start().await;
         let server = TestServer::start(backend, &hook_config(&hook, "")).await;
-        let db = create(&server, json!({"slug": "db", "interval": "1h"})).await;
+        let db = server
+            .create_uuid(json!({"slug": "db", "interval": "1h"}))
+            .await;
         let mut children = Vec::new();
         for i in 0..10 {
             let slug = format!("job-{i}");
-            let uuid = create(
-                &server,
-                json!({"slug": slug, "interval": "1h", "depends_on": ["db"]}),
-            )
-            .await;
+            let uuid = server
+                .create_uuid(json!({"slug": slug, "interval": "1h", "depends_on": ["db"]}))
+                .await;
             children.push((slug, uuid));
         }
         // The parent and its ten children go down together, the children
@@ -114,9 +86,9 @@ both_backends!(
         // naming the parent only (holding is decided at each group's flush,
         // when the parent is down).
         for (_, uuid) in &children {
-            ping(&server, &format!("/ping/{uuid}/fail")).await;
+            server.ping_ok(&format!("/ping/{uuid}/fail")).await;
         }
-        ping(&server, &format!("/ping/{db}/fail")).await;
+        server.ping_ok(&format!("/ping/{db}/fail")).await;
         let calls = exactly(&hook, 1, Duration::from_secs(2)).await;
         assert_eq!(checks(&calls, "firing"), ["db"]);
         for (slug, _) in &children {
@@ -126,7 +98,7 @@ both_backends!(
 
         // The parent recovers while the children still fail: its resolve,
         // and each child announced after group_wait.
-        ping(&server, &format!("/ping/{db}")).await;
+        server.ping_ok(&format!("/ping/{db}")).await;
         let calls = exactly(&hook, 12, Duration::from_secs(2)).await;
         let want: Vec<String> = children.iter().map(|(s, _)| s.clone()).collect();
         assert_eq!(checks(&calls[1..], "firing"), want);
@@ -138,11 +110,11 @@ both_backends!(
         // The parent fails again: announced; the children, announced
         // before it failed, are held from now on but their resolve is
         // never held back.
-        ping(&server, &format!("/ping/{db}/fail")).await;
+        server.ping_ok(&format!("/ping/{db}/fail")).await;
         let calls = exactly(&hook, 13, Duration::from_secs(1)).await;
         assert_eq!(checks(&calls[12..], "firing"), ["db"]);
         let (slug0, uuid0) = &children[0];
-        ping(&server, &format!("/ping/{uuid0}")).await;
+        server.ping_ok(&format!("/ping/{uuid0}")).await;
         let calls = exactly(&hook, 14, Duration::from_secs(1)).await;
         assert_eq!(checks(&calls[13..], "resolved"), vec![slug0.to_string()]);
         server.stop().await;
@@ -220,15 +192,15 @@ both_backends!(
         let mut uuids = Vec::new();
         for (slug, labels) in fleet() {
             uuids.push(
-                create(
-                    &server,
-                    json!({"slug": slug, "name": slug, "interval": "1h", "labels": labels}),
-                )
-                .await,
+                server
+                    .create_uuid(
+                        json!({"slug": slug, "name": slug, "interval": "1h", "labels": labels}),
+                    )
+                    .await,
             );
         }
         for uuid in &uuids {
-            ping(&server, &format!("/ping/{uuid}/fail")).await;
+            server.ping_ok(&format!("/ping/{uuid}/fail")).await;
         }
         // What overdue announced, and what it holds.
         let announced_n = fleet().len() - 3;

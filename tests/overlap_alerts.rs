@@ -12,19 +12,6 @@ use serde_json::{json, Value};
 
 const BASE_URL: &str = "http://overdue.test";
 
-/// Creates a check; returns its uuid.
-async fn create(server: &TestServer, body: Value) -> String {
-    server.create_check(body).await["uuid"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-async fn ping(server: &TestServer, path: &str) {
-    let (status, body) = server.ping(path).await;
-    assert_eq!(status, 200, "{path}: {body}");
-}
-
 /// A run id for `?rid=`.
 fn rid() -> String {
     uuid::Uuid::new_v4().to_string()
@@ -75,24 +62,14 @@ async fn delivered(server: &TestServer, n: usize) -> Vec<Value> {
 
 /// A webhook receiver taking every alert, grouped by `group_by`.
 fn hook_config(hook: &WebhookSink, group_by: &str) -> String {
-    format!(
-        r#"
-base_url = "{BASE_URL}"
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_by = {group_by}
+    let route = format!(
+        r#"group_by = {group_by}
 group_wait = "200ms"
 group_interval = "300ms"
 repeat_interval = "1h"
-"#,
-        url = hook.url("/hook"),
-    )
+"#
+    );
+    format!("base_url = \"{BASE_URL}\"\n{}", hook.hook_toml(&route))
 }
 
 both_backends!(
@@ -113,13 +90,7 @@ base_url = "{BASE_URL}"
 name = "hook"
 type = "webhook"
 url = "{url}"
-
-[[receivers]]
-name = "mail"
-type = "email"
-to = ["oncall@example.com"]
-smtp = {{ host = "127.0.0.1", port = {port}, tls = "none", from = "overdue@example.com" }}
-
+{mail}
 [route]
 receiver = "hook"
 group_by = []
@@ -132,27 +103,29 @@ routes = [
 ]
 "#,
             url = hook.url("/hook"),
-            port = smtp.port(),
+            mail = smtp.mail_toml(),
         );
         let server = TestServer::start(backend, &toml).await;
-        let etl = create(
-            &server,
-            json!({"slug": "etl", "name": "ETL", "interval": "1h", "alert_on_overlap": true,
+        let etl = server
+            .create_uuid(
+                json!({"slug": "etl", "name": "ETL", "interval": "1h", "alert_on_overlap": true,
                    "labels": {"team": "data"}}),
-        )
-        .await;
-        let plain = create(
-            &server,
-            json!({"slug": "plain", "name": "Plain", "interval": "1h"}),
-        )
-        .await;
+            )
+            .await;
+        let plain = server
+            .create_uuid(json!({"slug": "plain", "name": "Plain", "interval": "1h"}))
+            .await;
         for uuid in [&etl, &plain] {
-            ping(&server, &format!("/ping/{uuid}")).await;
+            server.ping_ok(&format!("/ping/{uuid}")).await;
         }
         let (r1, r2) = (rid(), rid());
         for uuid in [&etl, &plain] {
-            ping(&server, &format!("/ping/{uuid}/start?rid={r1}")).await;
-            ping(&server, &format!("/ping/{uuid}/start?rid={r2}")).await;
+            server
+                .ping_ok(&format!("/ping/{uuid}/start?rid={r1}"))
+                .await;
+            server
+                .ping_ok(&format!("/ping/{uuid}/start?rid={r2}"))
+                .await;
         }
 
         // One notification: etl's overlap, firing; nothing of plain.
@@ -188,7 +161,7 @@ routes = [
         assert_eq!(c["running"], true, "{c}");
 
         // One run finishes: fewer than two are open, the overlap resolves.
-        ping(&server, &format!("/ping/{etl}?rid={r1}")).await;
+        server.ping_ok(&format!("/ping/{etl}?rid={r1}")).await;
         let calls = hook.wait_for(2).await;
         let body = calls[1].json();
         assert_eq!(body["status"], "resolved", "{body}");
@@ -203,7 +176,9 @@ routes = [
 
         // plain fails: its incident is the group's next notification, and it
         // lists neither etl's overlap again nor an overlap of plain.
-        ping(&server, &format!("/ping/{plain}/fail?rid={r1}")).await;
+        server
+            .ping_ok(&format!("/ping/{plain}/fail?rid={r1}"))
+            .await;
         let calls = hook.wait_for(3).await;
         let body = calls[2].json();
         assert_eq!(body["alerts"].as_array().unwrap().len(), 1, "{body}");
@@ -235,15 +210,15 @@ both_backends!(
         // to say until its overlap resolves.
         let toml = hook_config(&hook, r#"["check"]"#);
         let server = TestServer::start(backend, &toml).await;
-        let etl = create(
-            &server,
-            json!({"slug": "etl", "interval": "1h", "alert_on_overlap": true}),
-        )
-        .await;
-        let plain = create(&server, json!({"slug": "plain", "interval": "1h"})).await;
+        let etl = server
+            .create_uuid(json!({"slug": "etl", "interval": "1h", "alert_on_overlap": true}))
+            .await;
+        let plain = server
+            .create_uuid(json!({"slug": "plain", "interval": "1h"}))
+            .await;
         let (r1, r2) = (rid(), rid());
-        ping(&server, &format!("/ping/{etl}/start?rid={r1}")).await;
-        ping(&server, &format!("/ping/{etl}/start?rid={r2}")).await;
+        server.ping_ok(&format!("/ping/{etl}/start?rid={r1}")).await;
+        server.ping_ok(&format!("/ping/{etl}/start?rid={r2}")).await;
         let calls = hook.wait_for(1).await;
         assert_eq!(
             checks(&alerts(&calls[0].json(), "firing", "OverdueOverlap")),
@@ -258,7 +233,7 @@ both_backends!(
         // the dispatcher took them in, etl at its start): once plain's
         // notification is out, a second announcement of etl would have been
         // enqueued.
-        ping(&server, &format!("/ping/{plain}/fail")).await;
+        server.ping_ok(&format!("/ping/{plain}/fail")).await;
         let calls = hook.wait_for(2).await;
         let body = calls[1].json();
         assert_eq!(checks(&alerts(&body, "firing", "OverdueCheck")), ["plain"]);
@@ -291,20 +266,20 @@ both_backends!(
     |backend| async move {
         let hook = WebhookSink::start().await;
         let server = TestServer::start(backend, &hook_config(&hook, "[]")).await;
-        let slow = create(
-            &server,
-            json!({"slug": "slow", "interval": "1h", "max_runtime": "2s", "alert_on_overlap": true}),
+        let slow = server.create_uuid(json!({"slug": "slow", "interval": "1h", "max_runtime": "2s", "alert_on_overlap": true}),
         )
         .await;
-        let gone = create(
-            &server,
-            json!({"slug": "gone", "interval": "1h", "alert_on_overlap": true}),
-        )
-        .await;
+        let gone = server
+            .create_uuid(json!({"slug": "gone", "interval": "1h", "alert_on_overlap": true}))
+            .await;
         for uuid in [&slow, &gone] {
-            ping(&server, &format!("/ping/{uuid}")).await;
-            ping(&server, &format!("/ping/{uuid}/start?rid={}", rid())).await;
-            ping(&server, &format!("/ping/{uuid}/start?rid={}", rid())).await;
+            server.ping_ok(&format!("/ping/{uuid}")).await;
+            server
+                .ping_ok(&format!("/ping/{uuid}/start?rid={}", rid()))
+                .await;
+            server
+                .ping_ok(&format!("/ping/{uuid}/start?rid={}", rid()))
+                .await;
         }
         let calls = hook.wait_for(1).await;
         assert_eq!(
@@ -412,18 +387,16 @@ group_interval = "300ms"
             url = am.base,
         );
         let server = TestServer::start(backend, &toml).await;
-        let etl = create(
-            &server,
-            json!({"slug": "etl", "interval": "1h", "alert_on_overlap": true}),
-        )
-        .await;
+        let etl = server
+            .create_uuid(json!({"slug": "etl", "interval": "1h", "alert_on_overlap": true}))
+            .await;
         let (r1, r2, r3) = (rid(), rid(), rid());
-        ping(&server, &format!("/ping/{etl}")).await;
+        server.ping_ok(&format!("/ping/{etl}")).await;
         for r in [&r1, &r2, &r3] {
-            ping(&server, &format!("/ping/{etl}/start?rid={r}")).await;
+            server.ping_ok(&format!("/ping/{etl}/start?rid={r}")).await;
         }
         // One run fails: the check is down, and two runs are still open.
-        ping(&server, &format!("/ping/{etl}/fail?rid={r3}")).await;
+        server.ping_ok(&format!("/ping/{etl}/fail?rid={r3}")).await;
         let active = alertmanager_until(&am, "etl", &["OverdueCheck", "OverdueOverlap"]).await;
         // By slug: these links reach whole chat channels, never the uuid.
         let link = format!("{BASE_URL}/checks/etl");
@@ -439,7 +412,7 @@ group_interval = "300ms"
 
         // Another run fails: one run is left open, the overlap resolves and
         // the incident stays.
-        ping(&server, &format!("/ping/{etl}/fail?rid={r1}")).await;
+        server.ping_ok(&format!("/ping/{etl}/fail?rid={r1}")).await;
         alertmanager_until(&am, "etl", &["OverdueCheck"]).await;
         server.stop().await;
     }

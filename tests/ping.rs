@@ -13,13 +13,6 @@ async fn server(backend: Backend) -> TestServer {
     .await
 }
 
-async fn pings(s: &TestServer, uuid: &str) -> Vec<Value> {
-    s.get_json(&format!("/api/v1/checks/{uuid}/pings")).await["pings"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 both_backends!(every_form_and_status_code, |backend| async move {
     let s = server(backend).await;
     let check = s
@@ -90,7 +83,8 @@ both_backends!(every_form_and_status_code, |backend| async move {
     }
 
     // Only the accepted pings are in the log, newest first, with their kinds.
-    let kinds: Vec<String> = pings(&s, &uuid)
+    let kinds: Vec<String> = s
+        .pings(&uuid)
         .await
         .iter()
         .map(|p| {
@@ -121,7 +115,8 @@ both_backends!(every_form_and_status_code, |backend| async move {
             "success"
         ]
     );
-    let n: Vec<i64> = pings(&s, &uuid)
+    let n: Vec<i64> = s
+        .pings(&uuid)
         .await
         .iter()
         .map(|p| p["n"].as_i64().unwrap())
@@ -165,13 +160,13 @@ both_backends!(headers_methods_and_metadata, |backend| async move {
         .send()
         .await
         .unwrap();
-    let p = &pings(&s, uuid).await[0];
+    let p = &s.pings(uuid).await[0];
     assert_eq!(p["remote_addr"], "198.51.100.9");
     assert_eq!(p["ua"], "curl/8.0");
     assert_eq!(p["method"], "GET");
     assert_eq!(p["scheme"], "http");
     let methods: Vec<&str> = vec!["PATCH", "DELETE", "PUT", "HEAD", "POST", "GET"];
-    let logged = pings(&s, uuid).await;
+    let logged = s.pings(uuid).await;
     let got: Vec<&str> = logged[1..]
         .iter()
         .map(|p| p["method"].as_str().unwrap())
@@ -191,7 +186,7 @@ both_backends!(
             .send()
             .await
             .unwrap();
-        assert_eq!(pings(&s, uuid).await[0]["remote_addr"], "127.0.0.1");
+        assert_eq!(s.pings(uuid).await[0]["remote_addr"], "127.0.0.1");
     }
 );
 
@@ -206,7 +201,7 @@ both_backends!(
         let long = "x".repeat(5000);
         let r = s.client.post(&url).body(long).send().await.unwrap();
         assert_eq!(r.status(), 200);
-        let p = &pings(&s, uuid).await[0];
+        let p = &s.pings(uuid).await[0];
         assert_eq!(p["body"].as_str().unwrap(), "x".repeat(100));
         assert_eq!(p["body_size"], 100);
 
@@ -219,7 +214,7 @@ both_backends!(
             .await
             .unwrap();
         assert_eq!(r.status(), 200);
-        let p = &pings(&s, uuid).await[0];
+        let p = &s.pings(uuid).await[0];
         assert_eq!(p["body"], Value::Null);
         assert_eq!(p["body_hex"], hex::encode(&binary));
 
@@ -254,7 +249,7 @@ both_backends!(items_and_the_check_summary, |backend| async move {
     );
     let c = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
     assert_eq!(c["last_items"], i64::MAX);
-    assert_eq!(pings(&s, uuid).await[0]["items"], i64::MAX);
+    assert_eq!(s.pings(uuid).await[0]["items"], i64::MAX);
     assert_eq!(
         s.ping(&format!("/ping/{uuid}?items=99999999999999999999999"))
             .await
@@ -310,7 +305,7 @@ both_backends!(runs_open_close_and_overlap, |backend| async move {
     assert_eq!(c["running"], false);
     assert!(c["last_duration"].as_f64().unwrap() >= 0.03);
     // The closing ping records the duration.
-    assert!(pings(&s, uuid).await[0]["duration"].as_f64().unwrap() >= 0.03);
+    assert!(s.pings(uuid).await[0]["duration"].as_f64().unwrap() >= 0.03);
 
     // With rids: two open runs overlap; each finish closes its own run.
     let (a, b) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
@@ -358,20 +353,14 @@ both_backends!(post_only_and_paused_checks, |backend| async move {
     let check = s.create_check(json!({"methods": "POST"})).await;
     let uuid = check["uuid"].as_str().unwrap();
     assert_eq!(s.ping(&format!("/ping/{uuid}")).await.0, 200);
-    let p = &pings(&s, uuid).await[0];
+    let p = &s.pings(uuid).await[0];
     assert_eq!(p["type"], "ign");
     assert_eq!(
         s.get_json(&format!("/api/v1/checks/{uuid}")).await["status"],
         "new"
     );
-    let r = s
-        .client
-        .post(s.url(&format!("/ping/{uuid}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    assert_eq!(pings(&s, uuid).await[0]["type"], "success");
+    s.post_200(&format!("/ping/{uuid}")).await;
+    assert_eq!(s.pings(uuid).await[0]["type"], "success");
 });
 
 both_backends!(concurrent_pings_are_all_counted, |backend| async move {
@@ -395,7 +384,8 @@ both_backends!(concurrent_pings_are_all_counted, |backend| async move {
     for uuid in &uuids {
         let c = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
         assert_eq!(c["n_pings"], 40);
-        let mut n: Vec<i64> = pings(&s, uuid)
+        let mut n: Vec<i64> = s
+            .pings(uuid)
             .await
             .iter()
             .map(|p| p["n"].as_i64().unwrap())
@@ -417,13 +407,7 @@ both_backends!(pause_and_resume, |backend| async move {
         .await;
     for c in [&auto, &manual] {
         let uuid = c["uuid"].as_str().unwrap();
-        let r = s
-            .client
-            .post(s.url(&format!("/api/v1/checks/{uuid}/pause")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        let r = s.post_200(&format!("/api/v1/checks/{uuid}/pause")).await;
         let v: Value = r.json().await.unwrap();
         assert_eq!(v["status"], "paused");
         assert_eq!(s.ping(&format!("/ping/{uuid}")).await.0, 200);
@@ -438,14 +422,9 @@ both_backends!(pause_and_resume, |backend| async move {
         s.get_json(&format!("/api/v1/checks/{manual_uuid}")).await["status"],
         "paused"
     );
-    assert_eq!(pings(&s, manual_uuid).await[0]["type"], "ign");
-    let r = s
-        .client
-        .post(s.url(&format!("/api/v1/checks/{manual_uuid}/resume")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(s.pings(manual_uuid).await[0]["type"], "ign");
+    s.post_200(&format!("/api/v1/checks/{manual_uuid}/resume"))
+        .await;
     assert_eq!(s.ping(&format!("/ping/{manual_uuid}")).await.0, 200);
     assert_eq!(
         s.get_json(&format!("/api/v1/checks/{manual_uuid}")).await["status"],

@@ -8,7 +8,7 @@ mod common;
 use std::process::Command;
 
 use common::{Backend, TestServer, PING_KEY};
-use serde_json::{json, Value};
+use serde_json::json;
 
 const MIB: usize = 1 << 20;
 
@@ -58,13 +58,6 @@ async fn server(backend: Backend) -> TestServer {
     TestServer::start(backend, "ping_body_limit = 100").await
 }
 
-async fn pings(s: &TestServer, uuid: &str) -> Vec<Value> {
-    s.get_json(&format!("/api/v1/checks/{uuid}/pings")).await["pings"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 /// Runs the blocking client off the test's runtime, which serves the server.
 async fn post(url: String, size: usize, chunked: bool) -> String {
     tokio::task::spawn_blocking(move || urllib_post(&url, size, chunked))
@@ -81,7 +74,7 @@ both_backends!(
         let uuid = check["uuid"].as_str().unwrap().to_string();
         let seen = post(s.url(&format!("/ping/{uuid}/fail")), 8 * MIB, false).await;
         assert_eq!(seen, "200 OK");
-        let stored = pings(&s, &uuid).await;
+        let stored = s.pings(&uuid).await;
         assert_eq!(stored.len(), 1, "{stored:?}");
         assert_eq!(stored[0]["type"], "fail");
         assert_eq!(stored[0]["body"].as_str().unwrap(), "z".repeat(100));
@@ -119,7 +112,7 @@ both_backends!(
         // Exactly 16 MiB is still a ping.
         let seen = post(url, 16 * MIB, false).await;
         assert_eq!(seen, "200 OK");
-        let stored = pings(&s, &uuid).await;
+        let stored = s.pings(&uuid).await;
         assert_eq!(stored.len(), 1, "{stored:?}");
         let c = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
         assert_eq!(c["n_pings"], 1, "{c}");

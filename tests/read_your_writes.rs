@@ -11,6 +11,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::api::send_json;
 use common::{Backend, TestDb, TestServer};
 use serde_json::{json, Value};
 
@@ -155,23 +156,15 @@ async fn settled(db: &TestDb) {
     .expect("hang guard: the pings were folded");
 }
 
+/// `method path` with `body` as JSON if any: the status and the body of
+/// the answer.
 async fn send(
     s: &TestServer,
     method: reqwest::Method,
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let mut r = s.client.request(method, s.url(path));
-    if let Some(b) = body {
-        r = r.json(&b);
-    }
-    let r = r.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    send_json(s.client.request(method, s.url(path)), body).await
 }
 
 async fn post(s: &TestServer, path: &str) -> Value {
@@ -204,24 +197,8 @@ struct Seen {
 async fn seen(s: &TestServer, uuid: &str, slug: &str) -> Seen {
     let v1 = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
     let v3 = s.get_json(&format!("/api/v3/checks/{uuid}")).await;
-    let page = s
-        .client
-        .get(s.url(&format!("/checks/{uuid}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let metrics = s
-        .client
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = s.get_text(&format!("/checks/{uuid}")).await;
+    let metrics = s.get_text("/metrics").await;
     Seen {
         v1: (
             v1["paused"].as_bool().unwrap(),

@@ -6,6 +6,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use common::api::send_json;
 use common::sinks::WebhookSink;
 use common::{config_path, Backend, ChildServer, TestDb, TestServer};
 use serde_json::{json, Value};
@@ -17,6 +18,8 @@ fn key(name: &str, secret: &str) -> String {
     format!("[[api_keys]]\nname = \"{name}\"\nscope = \"write\"\nkey = \"{secret}\"\n")
 }
 
+/// `method path` with `key` as a bearer token and `body` as JSON if any:
+/// the status and the body of the answer.
 async fn call(
     s: &TestServer,
     method: &str,
@@ -24,20 +27,11 @@ async fn call(
     key: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let mut req = s
+    let req = s
         .client
         .request(method.parse().unwrap(), s.url(path))
         .bearer_auth(key);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    send_json(req, body).await
 }
 
 async fn checks(s: &TestServer, key: &str) -> Vec<Value> {
@@ -365,8 +359,7 @@ both_backends!(
         hook.url("/hook")
     );
         std::fs::write(config_path(&s.db), s.db.config_toml(&toml)).unwrap();
-        let r = s.client.post(s.url("/api/v1/reload")).send().await.unwrap();
-        assert_eq!(r.status(), 200);
+        s.post_200("/api/v1/reload").await;
         assert_eq!(
             s.ping(&format!("/ping/{}/fail", c["uuid"].as_str().unwrap()))
                 .await

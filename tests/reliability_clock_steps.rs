@@ -89,19 +89,10 @@ group_interval = "1s"
         format!("{}{path}", self.server.base)
     }
 
+    /// Creates the check `slug` with this interval; returns its uuid.
     async fn create(&self, slug: &str, interval: &str) -> String {
-        let r = self
-            .http
-            .post(self.url("/api/v1/checks"))
-            .json(&json!({"slug": slug, "interval": interval}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201);
-        r.json::<Value>().await.unwrap()["uuid"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        let body = json!({"slug": slug, "interval": interval});
+        common::create_on(&self.http, &self.server.base, body).await
     }
 
     async fn check(&self, uuid: &str) -> Value {
@@ -131,15 +122,7 @@ group_interval = "1s"
 
     /// Every sample of the metrics page whose line starts with `prefix`.
     async fn metrics(&self, prefix: &str) -> Vec<(String, f64)> {
-        let text = self
-            .http
-            .get(self.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = common::get_text(&self.http, self.url("/metrics")).await;
         text.lines()
             .filter(|l| l.starts_with(prefix))
             .map(|l| {

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use common::pg_cluster::PgCluster;
-use common::sinks::{Behaviour, Request, WebhookSink};
+use common::sinks::{alert_checks, Behaviour, Request, WebhookSink, PERSISTENT_RETRIES};
 use common::{client, release_binary, write_config, ChildServer, PING_KEY};
 use serde_json::{json, Value};
 use sqlx::Connection;
@@ -410,26 +410,9 @@ ping_key = "{PING_KEY}"
 heartbeat_period = "1s"
 lease_ttl = "20s"
 ping_log_limit = 1000000
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{hook}"
-timeout = "10s"
-
-[route]
-receiver = "hook"
-group_by = ["check"]
-group_wait = "200ms"
-group_interval = "300ms"
-
-[notifications]
-max_attempts = 20
-retry_base = "100ms"
-retry_max = "1s"
-"#,
+{hook}{PERSISTENT_RETRIES}"#,
         url = cluster.url(),
-        hook = hook.url("/hook"),
+        hook = hook.per_check_toml("10s", "200ms", "300ms"),
     )
 }
 
@@ -443,15 +426,9 @@ fn per_key(requests: &[Request]) -> BTreeMap<String, usize> {
     out
 }
 
-/// The checks (slug) each request announced as firing.
+/// The checks (slug) a request announced as firing.
 fn firing_checks(r: &Request) -> Vec<String> {
-    r.json()["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["status"] == "firing")
-        .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
-        .collect()
+    alert_checks(&r.json(), "firing")
 }
 
 /// A direct connection, retried while the cluster comes back up.

@@ -395,14 +395,7 @@ async fn a_full_disk_answers_503_keeps_every_acknowledged_ping_and_recovers() {
     assert!(!acked.is_empty());
 
     // Every refusal was counted as one for a full disk.
-    let metrics = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::get_text(&http, format!("{base}/metrics")).await;
     let counted = metrics
         .lines()
         .find_map(|l| l.strip_prefix("overdue_ping_rejected_total{reason=\"disk_full\"} "))

@@ -138,13 +138,6 @@ async fn new_check(s: &TestServer, slug: &str) -> String {
     c["uuid"].as_str().unwrap().to_string()
 }
 
-async fn pings(s: &TestServer, uuid: &str) -> Vec<Value> {
-    s.get_json(&format!("/api/v1/checks/{uuid}/pings")).await["pings"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_ping_bodies_keep_the_first_bytes() {
     let s = server("").await;
@@ -290,7 +283,7 @@ async fn slowloris_clients_are_cut_off_and_pings_still_pass() {
     // The server cuts them (its header read timeout is 10 s); a server
     // without the timeout would keep them until the clients give up.
     assert_eq!(kept, 0, "slow clients kept open until the hang guard");
-    assert_eq!(pings(&s, &uuid).await.len(), 20);
+    assert_eq!(s.pings(&uuid).await.len(), 20);
     s.stop().await;
 }
 
@@ -328,7 +321,7 @@ async fn a_stalled_body_gets_408_and_is_not_recorded() {
         );
     }
     assert!(
-        pings(&s, &uuid).await.is_empty(),
+        s.pings(&uuid).await.is_empty(),
         "a cut-off ping is not stored"
     );
     let checks = s.get_json("/api/v1/checks").await;
@@ -450,7 +443,7 @@ async fn invalid_utf8_in_path_query_and_body() {
     )
     .await;
     assert_eq!(r.status, 200, "{:?}", r.text());
-    let n = pings(&s, &uuid).await[0]["n"].as_i64().unwrap();
+    let n = s.pings(&uuid).await[0]["n"].as_i64().unwrap();
     let got = s
         .client
         .get(s.url(&format!("/api/v1/checks/{uuid}/pings/{n}/body")))
@@ -561,7 +554,7 @@ async fn items_that_are_not_in_0_to_2_63_minus_1_are_400_naming_items() {
         .await;
         assert_eq!((r.status, r.text().as_str()), (200, "OK"), "items={good}");
     }
-    assert_eq!(pings(&s, &uuid).await.len(), 2);
+    assert_eq!(s.pings(&uuid).await.len(), 2);
     let check = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
     assert!(check["last_items"].is_u64(), "{check}");
     s.stop().await;
@@ -600,7 +593,7 @@ async fn unknown_methods_are_405_or_accepted_by_pings() {
     )
     .await;
     assert_eq!((r.status, r.text().as_str()), (200, "OK"));
-    assert_eq!(pings(&s, &uuid).await[0]["method"], "PROPFIND");
+    assert_eq!(s.pings(&uuid).await[0]["method"], "PROPFIND");
     // Not a method at all: refused by the parser.
     for line in ["G\u{7f}T", "GET\x01"] {
         let r = raw(&s.base, request(line, b"/healthz")).await;

@@ -36,7 +36,9 @@ use std::time::{Duration, Instant};
 
 use common::lease::{self, assert_terms_follow_each_other};
 use common::pg_cluster::PgCluster;
-use common::sinks::{unix_ms, Request, WebhookSink};
+use common::sinks::{
+    announcements, unix_ms, wait_announced, Request, WebhookSink, PERSISTENT_RETRIES,
+};
 use common::{client, missing, write_config, ChildServer, Peer, PING_KEY};
 use serde_json::json;
 use sqlx::Connection;
@@ -131,64 +133,9 @@ ping_key = "{PING_KEY}"
 heartbeat_period = "1s"
 lease_ttl = "3s"
 ping_log_limit = 1000000
-
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{hook}"
-timeout = "1s"
-
-[route]
-receiver = "hook"
-group_by = ["check"]
-group_wait = "200ms"
-group_interval = "300ms"
-
-[notifications]
-max_attempts = 20
-retry_base = "100ms"
-retry_max = "1s"
-"#,
-        hook = hook.url("/hook")
+{hook}{PERSISTENT_RETRIES}"#,
+        hook = hook.per_check_toml("1s", "200ms", "300ms"),
     )
-}
-
-/// (check, incident start, status) of every alert in every distinct
-/// notification, with the keys of the notifications that listed it.
-fn announcements(requests: &[Request]) -> BTreeMap<(String, String, String), BTreeSet<String>> {
-    let mut out: BTreeMap<(String, String, String), BTreeSet<String>> = BTreeMap::new();
-    for r in requests {
-        let key = r.header("idempotency-key").unwrap().to_string();
-        let body = r.json();
-        for a in body["alerts"].as_array().unwrap() {
-            out.entry((
-                a["labels"]["check"].as_str().unwrap().to_string(),
-                a["startsAt"].as_str().unwrap().to_string(),
-                a["status"].as_str().unwrap().to_string(),
-            ))
-            .or_default()
-            .insert(key.clone());
-        }
-    }
-    out
-}
-
-/// Waits until the receiver has heard of `check` going `status`.
-async fn wait_announced(hook: &WebhookSink, check: &str, status: &str) {
-    let start = Instant::now();
-    loop {
-        if announcements(&hook.requests())
-            .keys()
-            .any(|(c, _, s)| c == check && s == status)
-        {
-            return;
-        }
-        assert!(
-            start.elapsed() < common::HANG_GUARD,
-            "{check}: no {status} announcement before the hang guard"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn create(http: &reqwest::Client, base: &str, slug: &str, interval: &str, grace: &str) {
@@ -303,7 +250,7 @@ async fn a_leader_cut_off_from_postgres_stops_sending_and_another_takes_over() {
         create(&http, &b.base, slug, interval, grace).await;
     }
     ping(&http, &b.base, "flaky", "/fail").await;
-    wait_announced(&hook, "flaky", "firing").await;
+    wait_announced(&hook, "flaky", "firing", 1).await;
     // Nothing in flight at the cut: what A sent is recorded as delivered.
     wait_all_delivered(&url).await;
     let before = hook.requests();
@@ -356,7 +303,7 @@ async fn a_leader_cut_off_from_postgres_stops_sending_and_another_takes_over() {
         ("flaky", "resolved"),
         ("fails-via-b", "firing"),
     ] {
-        wait_announced(&hook, check, status).await;
+        wait_announced(&hook, check, status, 1).await;
     }
     // Cut off longer than the clients wait for an answer, the probes going on.
     tokio::time::sleep((cut + PARTITION).saturating_duration_since(Instant::now())).await;
@@ -402,7 +349,7 @@ async fn a_leader_cut_off_from_postgres_stops_sending_and_another_takes_over() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    wait_announced(&hook, "after-heal", "firing").await;
+    wait_announced(&hook, "after-heal", "firing", 1).await;
     stop_probes.cancel();
     probing.await.unwrap();
     let steady = steady.await.expect("the steady pinger");

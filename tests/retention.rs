@@ -6,8 +6,8 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Backend, TestDb, TestServer};
-use overdue::config::Config;
+use common::stores::open;
+use common::TestServer;
 use overdue::domain::check::Check;
 use overdue::domain::check::{CheckInput, CheckSpec};
 use overdue::domain::fold::Ping;
@@ -16,13 +16,6 @@ use overdue::domain::status::{Reason, Status};
 use overdue::store::notify::{AttemptResult, NewNotification, KIND_ALERTS, KIND_UNDELIVERED};
 use overdue::store::{CheckSource, Store, StoredStatus, Transition};
 use serde_json::Value;
-
-async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
-    let db = TestDb::new(backend).await;
-    let config = Config::from_toml(&db.config_toml("")).unwrap();
-    let store = overdue::store::open(config.database()).await.unwrap();
-    (db, store)
-}
 
 async fn create(store: &Arc<dyn Store>) -> Check {
     let spec = CheckSpec::from_input(serde_json::from_str::<CheckInput>("{}").unwrap()).unwrap();

@@ -6,7 +6,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::sinks::{Behaviour, WebhookSink};
-use common::{client, write_config, Backend, ChildServer, TestDb, TestServer, PING_KEY};
+use common::{
+    client, notifications_until, write_config, Backend, ChildServer, TestDb, TestServer, PING_KEY,
+};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -104,15 +106,7 @@ both_backends!(
         assert_eq!(status, 200);
         assert_eq!(ping_count(&server, &b).await, 1);
 
-        let text = server
-            .client
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = server.get_text("/metrics").await;
         assert_eq!(
             metric(
                 &text,
@@ -187,29 +181,6 @@ async fn pings_are_not_limited_by_default() {
         assert_eq!(status.unwrap(), 200);
     }
     server.stop().await;
-}
-
-/// Polls the notifications API until `pred` holds.
-async fn notifications_until(
-    server: &TestServer,
-    query: &str,
-    pred: impl Fn(&[Value]) -> bool,
-) -> Vec<Value> {
-    let start = Instant::now();
-    loop {
-        let v = server
-            .get_json(&format!("/api/v1/notifications{query}"))
-            .await;
-        let list = v["notifications"].as_array().unwrap().clone();
-        if pred(&list) {
-            return list;
-        }
-        assert!(
-            start.elapsed() < common::HANG_GUARD,
-            "timed out waiting on notifications{query}: {list:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Creates a check labelled team=data and fails it.
@@ -323,16 +294,8 @@ async fn an_allowed_address_is_reached_despite_deny_private() {
 allow = ["127.0.0.1/32"]
 deny = ["private"]
 
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_wait = "100ms"
-"#,
-        url = hook.url("/hook"),
+{hook}"#,
+        hook = hook.hook_toml("group_wait = \"100ms\"\n"),
     );
     let server = TestServer::start(Backend::Sqlite, &toml).await;
     fail_a_check(&server).await;

@@ -8,26 +8,17 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::DateTime;
-use common::sinks::{Request, WebhookSink};
+use common::sinks::{alert_checks, Request, WebhookSink};
 use common::{Backend, ChildServer, TestServer, PING_KEY};
 use serde_json::{json, Value};
 
 /// A webhook receiver and a route that groups by check and flushes fast.
 fn alerting(hook: &WebhookSink) -> String {
-    format!(
-        r#"
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_by = ["check"]
+    hook.hook_toml(
+        r#"group_by = ["check"]
 group_wait = "300ms"
 group_interval = "500ms"
 "#,
-        url = hook.url("/hook"),
     )
 }
 
@@ -75,13 +66,7 @@ async fn snoozes(s: &TestServer) -> Vec<Value> {
 
 /// The checks whose firing alerts a notification lists.
 fn firing(r: &Request) -> Vec<String> {
-    r.json()["alerts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["status"] == "firing")
-        .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
-        .collect()
+    alert_checks(&r.json(), "firing")
 }
 
 /// Waits for the first notification of `check` and returns it.
@@ -241,13 +226,7 @@ both_backends!(
         let bare = s.create_check(json!({"interval": "1h"})).await;
         let bare_key = bare["unique_key"].as_str().unwrap().to_string();
         let bare = bare["uuid"].as_str().unwrap().to_string();
-        let r = s
-            .client
-            .post(s.url(&format!("/api/v1/checks/{bare}/pause")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        s.post_200(&format!("/api/v1/checks/{bare}/pause")).await;
         let d = snooze(&s, &format!("/ping/{bare}/snooze?for=90s")).await;
         let check = s.get_json(&format!("/api/v1/checks/{bare}")).await;
         assert_eq!(check["status"], "paused");

@@ -4,26 +4,14 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Backend, TestDb};
-use overdue::config::Config;
-use overdue::domain::check::{CheckInput, CheckSpec};
+use common::stores::{create_api_check, open, spec};
+use common::Backend;
 use overdue::domain::fold::Ping;
 use overdue::domain::ping::PingKind;
 use overdue::store::notify::{NewNotification, NotificationFilter, KIND_BLIND_SPOT};
 use overdue::store::replicas::Unobserved;
 use overdue::store::{CheckSource, Store, StoreError};
 use uuid::Uuid;
-
-async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
-    let db = TestDb::new(backend).await;
-    let config = Config::from_toml(&db.config_toml("")).unwrap();
-    let store = overdue::store::open(config.database()).await.unwrap();
-    (db, store)
-}
-
-fn spec(json: &str) -> CheckSpec {
-    CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
-}
 
 fn ping(check_id: i64, at: i64, kind: PingKind) -> Ping {
     Ping {
@@ -174,14 +162,8 @@ both_backends!(
     ping_batches_update_summaries_and_runs,
     |backend| async move {
         let (_db, store) = open(backend).await;
-        let a = store
-            .create_check(&spec("{}"), CheckSource::Api, 0)
-            .await
-            .unwrap();
-        let b = store
-            .create_check(&spec("{}"), CheckSource::Api, 0)
-            .await
-            .unwrap();
+        let a = create_api_check(&store, "{}", 0).await;
+        let b = create_api_check(&store, "{}", 0).await;
         let rid = Uuid::new_v4();
 
         let mut batch = vec![
@@ -274,14 +256,8 @@ both_backends!(
 
 both_backends!(paused_checks_resume_unless_manual, |backend| async move {
     let (_db, store) = open(backend).await;
-    let auto = store
-        .create_check(&spec("{}"), CheckSource::Api, 0)
-        .await
-        .unwrap();
-    let manual = store
-        .create_check(&spec(r#"{"manual_resume":true}"#), CheckSource::Api, 0)
-        .await
-        .unwrap();
+    let auto = create_api_check(&store, "{}", 0).await;
+    let manual = create_api_check(&store, r#"{"manual_resume":true}"#, 0).await;
     // Touch both once so the SQLite writer has them cached before pausing.
     write(
         &store,
@@ -324,14 +300,8 @@ both_backends!(
         use overdue::domain::status::{Reason, Status};
         use overdue::store::{StoredStatus, Transition};
         let (_db, store) = open(backend).await;
-        let a = store
-            .create_check(&spec("{}"), CheckSource::Api, 0)
-            .await
-            .unwrap();
-        let b = store
-            .create_check(&spec("{}"), CheckSource::Api, 0)
-            .await
-            .unwrap();
+        let a = create_api_check(&store, "{}", 0).await;
+        let b = create_api_check(&store, "{}", 0).await;
         let st = |status, reason, since, quiet| StoredStatus {
             status,
             reason,
@@ -570,10 +540,7 @@ both_backends!(a_blind_spot_is_told_once, |backend| async move {
 
 both_backends!(unfolded_pings_are_read_back_at_once, |backend| async move {
     let (_db, store) = open(backend).await;
-    let c = store
-        .create_check(&spec("{}"), CheckSource::Api, 0)
-        .await
-        .unwrap();
+    let c = create_api_check(&store, "{}", 0).await;
     write(
         &store,
         &[Ping {
@@ -631,10 +598,7 @@ both_backends!(unfolded_pings_are_read_back_at_once, |backend| async move {
 
 both_backends!(folds_are_bounded_and_ordered, |backend| async move {
     let (_db, store) = open(backend).await;
-    let c = store
-        .create_check(&spec("{}"), CheckSource::Api, 0)
-        .await
-        .unwrap();
+    let c = create_api_check(&store, "{}", 0).await;
     let batch: Vec<Ping> = (0..25)
         .map(|i| Ping {
             items: Some(i),
@@ -689,10 +653,7 @@ async fn sqlite_heartbeat_waits_for_a_concurrent_writer() {
 async fn sqlite_pings_are_checkpointed_off_the_writer() {
     use sqlx::Connection;
     let (db, store) = open(Backend::Sqlite).await;
-    let c = store
-        .create_check(&spec(r#"{"slug":"wal"}"#), CheckSource::Api, 1_000)
-        .await
-        .unwrap();
+    let c = create_api_check(&store, r#"{"slug":"wal"}"#, 1_000).await;
     for i in 0..20 {
         let batch: Vec<Ping> = (0..10)
             .map(|j| ping(c.id, 2_000 + i * 10 + j, PingKind::Success))
@@ -729,10 +690,7 @@ async fn sqlite_pings_are_checkpointed_off_the_writer() {
 async fn postgres_replaces_an_append_connection_the_server_ended() {
     common::need_postgres();
     let (db, store) = open(Backend::Postgres).await;
-    let c = store
-        .create_check(&spec(r#"{"slug":"kept"}"#), CheckSource::Api, 1_000)
-        .await
-        .unwrap();
+    let c = create_api_check(&store, r#"{"slug":"kept"}"#, 1_000).await;
     store
         .append_pings(&[ping(c.id, 2_000, PingKind::Success)])
         .await
@@ -790,14 +748,8 @@ both_backends!(
     changes_of_a_deleted_check_are_dropped,
     |backend| async move {
         let (_db, store) = open(backend).await;
-        let gone = store
-            .create_check(&spec("{}"), CheckSource::Api, 0)
-            .await
-            .unwrap();
-        let kept = store
-            .create_check(&spec("{}"), CheckSource::Api, 0)
-            .await
-            .unwrap();
+        let gone = create_api_check(&store, "{}", 0).await;
+        let kept = create_api_check(&store, "{}", 0).await;
         store.delete_check(gone.id).await.unwrap();
         store
             .record_transitions(&[went_down(gone.id, 100), went_down(kept.id, 100)])
@@ -830,10 +782,7 @@ async fn postgres_a_delete_during_a_status_change_does_not_deadlock() {
     use sqlx::Connection as _;
     common::need_postgres();
     let (db, store) = open(Backend::Postgres).await;
-    let c = store
-        .create_check(&spec("{}"), CheckSource::Api, 0)
-        .await
-        .unwrap();
+    let c = create_api_check(&store, "{}", 0).await;
     store
         .record_transitions(&[went_down(c.id, 100)])
         .await
@@ -895,10 +844,7 @@ both_backends!(
         let (db, store) = open(backend).await;
         let mut acknowledged = 0;
         for i in 0..60u64 {
-            let c = store
-                .create_check(&spec(&format!(r#"{{"slug":"c{i}"}}"#)), CheckSource::Api, 1)
-                .await
-                .unwrap();
+            let c = create_api_check(&store, &format!(r#"{{"slug":"c{i}"}}"#), 1).await;
             // Starts: a round chunk with runs is written in two calls.
             let starts: Vec<Ping> = (0..50)
                 .map(|n| Ping {
@@ -953,13 +899,7 @@ both_backends!(
         ];
         let mut ids = Vec::new();
         for s in specs {
-            ids.push(
-                store
-                    .create_check(&spec(s), CheckSource::Api, 1_000)
-                    .await
-                    .unwrap()
-                    .id,
-            );
+            ids.push(create_api_check(&store, s, 1_000).await.id);
         }
         store.set_paused(ids[5], true, 1_500).await.unwrap();
         // Folded pings: open runs, items, a failure.
@@ -1182,15 +1122,11 @@ async fn state_changes_are_announced_on_postgres() {
             seen.push(c);
         }
     }
-    let a = store
-        .create_check(&spec(r#"{"interval":"1h"}"#), CheckSource::Api, 1_000)
+    let a = create_api_check(&store, r#"{"interval":"1h"}"#, 1_000)
         .await
-        .unwrap()
         .id;
-    let b = store
-        .create_check(&spec(r#"{"interval":"1h"}"#), CheckSource::Api, 1_000)
+    let b = create_api_check(&store, r#"{"interval":"1h"}"#, 1_000)
         .await
-        .unwrap()
         .id;
     let created = sync(&store, &mut rx).await;
     for id in [a, b] {
@@ -1254,10 +1190,8 @@ async fn state_changes_are_announced_on_postgres() {
         let mut v = Vec::new();
         for _ in 0..1_200 {
             v.push(
-                store
-                    .create_check(&spec(r#"{"interval":"1h"}"#), CheckSource::Api, 1_000)
+                create_api_check(&store, r#"{"interval":"1h"}"#, 1_000)
                     .await
-                    .unwrap()
                     .id,
             );
         }

@@ -5,24 +5,14 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Backend, TestDb};
+use common::stores::{create_api_check, open, spec};
+use common::Backend;
 use overdue::config::Config;
-use overdue::domain::check::{CheckInput, CheckSpec, Methods};
+use overdue::domain::check::Methods;
 use overdue::domain::fold::Ping;
 use overdue::domain::ping::PingKind;
 use overdue::store::keys::ApiKeyRecord;
 use overdue::store::{CheckSource, Store, StoreError};
-
-async fn open(backend: Backend) -> (TestDb, Arc<dyn Store>) {
-    let db = TestDb::new(backend).await;
-    let config = Config::from_toml(&db.config_toml("")).unwrap();
-    let store = overdue::store::open(config.database()).await.unwrap();
-    (db, store)
-}
-
-fn spec(json: &str) -> CheckSpec {
-    CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
-}
 
 fn ping(check_id: i64, at: i64, kind: PingKind, method: &str) -> Ping {
     Ping {
@@ -42,10 +32,7 @@ both_backends!(update_and_delete_checks, |backend| async move {
         )
         .await
         .unwrap();
-    store
-        .create_check(&spec(r#"{"slug":"b"}"#), CheckSource::Api, 1)
-        .await
-        .unwrap();
+    create_api_check(&store, r#"{"slug":"b"}"#, 1).await;
     let mut new = spec(r#"{"slug":"a2","cron":"0 3 * * *","methods":"POST","labels":{"x":"y"}}"#);
     new.uuid = Some(c.uuid);
     store.update_check(c.id, &new, 5).await.unwrap();
@@ -99,10 +86,7 @@ both_backends!(
     batches_of_every_size_are_logged_whole,
     |backend| async move {
         let (_db, store) = open(backend).await;
-        let c = store
-            .create_check(&spec(r#"{"slug":"sizes"}"#), CheckSource::Api, 1)
-            .await
-            .unwrap();
+        let c = create_api_check(&store, r#"{"slug":"sizes"}"#, 1).await;
         // One ping, the largest batch with an INSERT of its own size (64), and
         // batches padded up to 128 and 256 rows on SQLite.
         let mut sent = 0;
@@ -130,10 +114,7 @@ both_backends!(
 
 both_backends!(pings_in_pages, |backend| async move {
     let (_db, store) = open(backend).await;
-    let c = store
-        .create_check(&spec(r#"{"slug":"p"}"#), CheckSource::Api, 1)
-        .await
-        .unwrap();
+    let c = create_api_check(&store, r#"{"slug":"p"}"#, 1).await;
     let batch: Vec<Ping> = (1..=5)
         .map(|i| ping(c.id, i * 10, PingKind::Success, "GET"))
         .collect();
@@ -348,10 +329,7 @@ async fn postgres_folds_see_what_another_replica_wrote() {
 async fn postgres_a_fold_bumps_the_fold_epoch_once() {
     common::need_postgres();
     let (db, store) = open(Backend::Postgres).await;
-    let c = store
-        .create_check(&spec(r#"{"slug":"e"}"#), CheckSource::Api, 1)
-        .await
-        .unwrap();
+    let c = create_api_check(&store, r#"{"slug":"e"}"#, 1).await;
     store.set_paused(c.id, true, 5).await.unwrap();
     let before = db.count("SELECT n FROM fold_epoch").await;
     // The ping resumes the check: the fold writes checks and check_state.

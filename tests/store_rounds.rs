@@ -8,22 +8,12 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::stores::{open_on as open, spec};
 use common::{Backend, TestDb};
-use overdue::config::Config;
 use overdue::domain::check::Check;
-use overdue::domain::check::{CheckInput, CheckSpec};
 use overdue::domain::fold::Ping;
 use overdue::domain::ping::PingKind;
 use overdue::store::{CheckSource, Store};
-
-async fn open(db: &TestDb) -> Arc<dyn Store> {
-    let config = Config::from_toml(&db.config_toml("")).unwrap();
-    overdue::store::open(config.database()).await.unwrap()
-}
-
-fn spec(json: &str) -> CheckSpec {
-    CheckSpec::from_input(serde_json::from_str::<CheckInput>(json).unwrap()).unwrap()
-}
 
 fn ping(check_id: i64, at: i64, items: i64) -> Ping {
     Ping {

@@ -6,29 +6,10 @@ mod common;
 
 use std::time::Duration;
 
+use common::api::{api_keys_toml, READ, WRITE};
+use common::browser;
 use common::{csrf_of, TestServer};
-use reqwest::redirect::Policy;
 use serde_json::{json, Value};
-
-const READ: &str = "read-key-0123456789abcdef";
-const WRITE: &str = "write-key-0123456789abcdef";
-
-fn keys() -> String {
-    format!(
-        "[[api_keys]]\nname = \"ro\"\nscope = \"read\"\nkey = \"{READ}\"\n\
-         [[api_keys]]\nname = \"rw\"\nscope = \"write\"\nkey = \"{WRITE}\"\n"
-    )
-}
-
-/// A client that shows redirects instead of following them, with no cookie jar.
-fn browser() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .redirect(Policy::none())
-        .timeout(common::HANG_GUARD)
-        .build()
-        .unwrap()
-}
 
 /// Creates a check with a write key.
 async fn create(s: &TestServer, body: Value) -> Value {
@@ -89,7 +70,7 @@ async fn status_of(s: &TestServer, uuid: &str) -> String {
 }
 
 both_backends!(login_sets_a_safe_cookie, |backend| async move {
-    let s = TestServer::start(backend, &keys()).await;
+    let s = TestServer::start(backend, &api_keys_toml()).await;
     create(&s, json!({"slug": "nightly", "interval": "1h"})).await;
 
     // Not signed in: to the login form.
@@ -98,14 +79,7 @@ both_backends!(login_sets_a_safe_cookie, |backend| async move {
     assert_eq!(r.headers()["location"], "/login");
 
     let c = browser();
-    let form = c
-        .get(s.url("/login"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let form = common::get_text(&c, s.url("/login")).await;
     assert!(form.contains("type=\"password\""), "{form}");
     let csrf = csrf_of(&form);
 
@@ -169,7 +143,10 @@ both_backends!(
     |backend| async move {
         let s = TestServer::start(
             backend,
-            &format!("base_url = \"https://overdue.example\"\n{}", keys()),
+            &format!(
+                "base_url = \"https://overdue.example\"\n{}",
+                api_keys_toml()
+            ),
         )
         .await;
         assert!(login(&s, READ).await.contains("; Secure"));
@@ -179,7 +156,7 @@ both_backends!(
             db,
             &format!(
                 "base_url = \"https://overdue.example\"\n{}[dashboard]\nsecure_cookie = false\n",
-                keys()
+                api_keys_toml()
             ),
         )
         .await;
@@ -188,7 +165,7 @@ both_backends!(
 
         let s = TestServer::start_on(
             db,
-            &format!("{}[dashboard]\nsecure_cookie = true\n", keys()),
+            &format!("{}[dashboard]\nsecure_cookie = true\n", api_keys_toml()),
         )
         .await;
         assert!(login(&s, READ).await.contains("; Secure"));
@@ -198,7 +175,7 @@ both_backends!(
 both_backends!(
     pause_and_resume_need_csrf_and_a_write_key,
     |backend| async move {
-        let s = TestServer::start(backend, &keys()).await;
+        let s = TestServer::start(backend, &api_keys_toml()).await;
         let c = create(&s, json!({"slug": "job", "interval": "1h"})).await;
         let uuid = c["uuid"].as_str().unwrap().to_string();
         let writer = cookie_pair(&login(&s, WRITE).await);
@@ -264,7 +241,7 @@ both_backends!(
 );
 
 both_backends!(user_text_is_escaped, |backend| async move {
-    let s = TestServer::start(backend, &keys()).await;
+    let s = TestServer::start(backend, &api_keys_toml()).await;
     let evil = "<script>alert(1)</script>";
     let c = create(
         &s,
@@ -304,25 +281,19 @@ both_backends!(user_text_is_escaped, |backend| async move {
         .json::<Value>()
         .await
         .unwrap();
-    let svg = s
-        .client
-        .get(
-            v3["badge_url"]
-                .as_str()
-                .unwrap()
-                .replace("http://localhost:8080", &s.base),
-        )
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let svg = common::get_text(
+        &s.client,
+        v3["badge_url"]
+            .as_str()
+            .unwrap()
+            .replace("http://localhost:8080", &s.base),
+    )
+    .await;
     assert!(!svg.contains("<script>"), "{svg}");
 });
 
 both_backends!(list_shows_status_and_filters, |backend| async move {
-    let s = TestServer::start(backend, &keys()).await;
+    let s = TestServer::start(backend, &api_keys_toml()).await;
     let down = create(
         &s,
         json!({"slug": "broken-job", "interval": "1h", "labels": {"team": "data"}}),
@@ -423,7 +394,7 @@ both_backends!(basic_auth_users_from_the_config, |backend| async move {
         backend,
         &format!(
             "{}[dashboard]\nbasic_auth = [{{ user = \"ops\", password = \"ops-password-1\", scope = \"write\" }}]\n",
-            keys()
+            api_keys_toml()
         ),
     )
     .await;
@@ -472,7 +443,7 @@ both_backends!(
         let toml = format!(
             "{keys}\n[[receivers]]\nname = \"team-hook\"\ntype = \"webhook\"\nurl = \"{url}\"\n\n\
          [route]\nreceiver = \"team-hook\"\ngroup_wait = \"100ms\"\n",
-            keys = keys(),
+            keys = api_keys_toml(),
             url = hook.url("/hook"),
         );
         let s = TestServer::start(backend, &toml).await;
@@ -814,7 +785,7 @@ async fn headless_chromium_signs_in_and_pauses_a_down_check() {
             "Debian's chromium and chromium-driver",
         )
     });
-    let s = TestServer::start(common::Backend::Sqlite, &keys()).await;
+    let s = TestServer::start(common::Backend::Sqlite, &api_keys_toml()).await;
     let down = create(
         &s,
         json!({"slug": "payments-export", "name": "Payments export", "interval": "1h",

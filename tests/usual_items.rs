@@ -6,11 +6,11 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use common::sinks::WebhookSink;
-use common::{fold_all, TestDb, TestServer, HANG_GUARD};
+use common::{fold_all, TestDb, TestServer};
 use overdue::config::Config;
 use overdue::domain::check::{CheckInput, CheckSpec};
 use overdue::domain::fold::Ping;
@@ -31,19 +31,6 @@ const WEEKS: [(i64, [u64; 2]); 4] = [(4, [39, 41]), (3, [30, 70]), (2, [64, 66])
 /// The usual count for the last seeded week's successes, and for now.
 const USUAL_THEN: f64 = 50.0;
 const USUAL_NOW: f64 = 46.5;
-
-/// Polls `path` until `pred` holds.
-async fn until(s: &TestServer, path: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let v = s.get_json(path).await;
-        if pred(&v) {
-            return v;
-        }
-        assert!(start.elapsed() < HANG_GUARD, "timed out on {path}: {v:#}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// The instant `weeks` weeks before `now` at the same local wall-clock time
 /// in [`ZONE`]: when a weekly job would have run.
@@ -100,17 +87,8 @@ fn webhook_toml(hook: &WebhookSink) -> String {
         r#"
 ping_log_limit = 2
 
-[[receivers]]
-name = "hook"
-type = "webhook"
-url = "{url}"
-
-[route]
-receiver = "hook"
-group_wait = "100ms"
-group_interval = "300ms"
-"#,
-        url = hook.url("/hook"),
+{hook}"#,
+        hook = hook.hook_toml("group_wait = \"100ms\"\ngroup_interval = \"300ms\"\n"),
     )
 }
 
@@ -138,7 +116,7 @@ both_backends!(
             "the median of the weekly means 65, 50, 40: {c}"
         );
         // The ping log is trimmed to ping_log_limit; the history is not.
-        until(&s, &format!("{path}/pings"), |v| {
+        s.json_until(&format!("{path}/pings"), |v| {
             v["pings"].as_array().is_some_and(|p| p.len() <= 2)
         })
         .await;
@@ -171,29 +149,13 @@ both_backends!(
         assert_eq!(v3["status"], "down");
         assert_eq!(v3["usual_items"], USUAL_NOW);
         // The gauge and the dashboard show the usual count in force.
-        let metrics = s
-            .client
-            .get(s.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = s.get_text("/metrics").await;
         let gauge = metrics
             .lines()
             .find(|l| l.starts_with("overdue_check_usual_items{") && l.contains("check=\"poller\""))
             .unwrap_or_else(|| panic!("no usual-items gauge for poller"));
         assert!(gauge.ends_with(" 46.5"), "{gauge}");
-        let page = s
-            .client
-            .get(s.url("/checks/poller"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = s.get_text("/checks/poller").await;
         assert!(page.contains("Stalled"), "the page names the status");
         assert!(
             page.contains("far fewer items than usual"),
@@ -252,16 +214,7 @@ both_backends!(
             ),
             (json!({"items_window": "4w"}), "items_window"),
         ] {
-            let r = s
-                .client
-                .post(s.url("/api/v1/checks"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 400, "{body}");
-            let text = r.text().await.unwrap();
-            assert!(text.contains(field), "{body}: {text}");
+            s.assert_create_refused(&body, field).await;
         }
         s.stop().await;
     }

@@ -7,11 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+pub mod api;
 pub mod gate;
 pub mod lease;
+pub mod messages;
 pub mod peers;
 pub mod pg_cluster;
 pub mod sinks;
+pub mod stores;
 pub mod waits;
 
 #[allow(unused_imports)]
@@ -406,10 +409,72 @@ impl TestServer {
         r.json().await.unwrap()
     }
 
+    /// Creates a check through the API and returns its uuid.
+    pub async fn create_uuid(&self, body: Value) -> String {
+        self.create_check(body).await["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Creates the check `body` through the API, which must refuse it (400)
+    /// naming `field`.
+    pub async fn assert_create_refused(&self, body: &Value, field: &str) {
+        let r = self
+            .client
+            .post(self.url("/api/v1/checks"))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{body}");
+        let text = r.text().await.unwrap();
+        assert!(text.contains(field), "{body}: {text}");
+    }
+
     pub async fn get_json(&self, path: &str) -> Value {
         let r = self.client.get(self.url(path)).send().await.unwrap();
         assert_eq!(r.status(), 200, "GET {path}");
         r.json().await.unwrap()
+    }
+
+    /// Polls `GET path` until `pred` holds for its JSON, and returns that.
+    pub async fn json_until(&self, path: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let start = std::time::Instant::now();
+        loop {
+            let v = self.get_json(path).await;
+            if pred(&v) {
+                return v;
+            }
+            assert!(start.elapsed() < HANG_GUARD, "timed out on {path}: {v:#}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The body of `GET path`, whatever the status.
+    pub async fn get_text(&self, path: &str) -> String {
+        get_text(&self.client, self.url(path)).await
+    }
+
+    /// Sends a ping that must be answered 200.
+    pub async fn ping_ok(&self, path: &str) {
+        let (status, body) = self.ping(path).await;
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+
+    /// The ping log of check `uuid` (its first page), newest first.
+    pub async fn pings(&self, uuid: &str) -> Vec<Value> {
+        self.get_json(&format!("/api/v1/checks/{uuid}/pings")).await["pings"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// POSTs to `path` with no body, which must be answered 200; the answer.
+    pub async fn post_200(&self, path: &str) -> reqwest::Response {
+        let r = self.client.post(self.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        r
     }
 
     /// Sends a ping and returns (status, body).
@@ -465,6 +530,17 @@ pub fn config_path(db: &TestDb) -> PathBuf {
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
+        .timeout(HANG_GUARD)
+        .build()
+        .unwrap()
+}
+
+/// A client that shows redirects instead of following them, with no cookie
+/// jar, as a browser's first request would be seen.
+pub fn browser() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
         .timeout(HANG_GUARD)
         .build()
         .unwrap()
@@ -575,6 +651,25 @@ impl ChildServer {
     /// What it logged so far.
     pub fn log(&self) -> String {
         self.lines.lock().unwrap().join("\n")
+    }
+
+    /// Waits until it has logged a line containing `text`.
+    pub async fn wait_log(&self, text: &str) {
+        self.wait_log_after(0, text).await;
+    }
+
+    /// Waits until it has logged a line containing `text` after the first
+    /// `mark` bytes of its log.
+    pub async fn wait_log_after(&self, mark: usize, text: &str) {
+        let start = std::time::Instant::now();
+        while !self.log().get(mark..).is_some_and(|l| l.contains(text)) {
+            assert!(
+                start.elapsed() < HANG_GUARD,
+                "no {text:?} before the hang guard:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Its replica id, from its "replica started" line.
@@ -754,6 +849,12 @@ pub async fn ping_items(
         }
     }
     out
+}
+
+/// The body of a GET of `url`, whatever the status.
+pub async fn get_text(http: &reqwest::Client, url: impl reqwest::IntoUrl) -> String {
+    let r = http.get(url).send().await.unwrap();
+    r.text().await.unwrap()
 }
 
 /// A GET (a ping, say) that must be answered 200.

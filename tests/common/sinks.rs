@@ -2,7 +2,7 @@
 //! and answers from a script, an SMTP server (aiosmtpd, in a child process),
 //! and a real Alertmanager.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -17,8 +17,35 @@ use axum::response::Response;
 use serde::Deserialize;
 use tokio::task::JoinHandle;
 
+/// Config text: a notification is tried up to 20 times, 100 ms apart at
+/// first and 1 s at the most, so that it outlasts an outage.
+pub const PERSISTENT_RETRIES: &str = r#"
+[notifications]
+max_attempts = 20
+retry_base = "100ms"
+retry_max = "1s"
+"#;
+
 /// How often the `wait_for` helpers look again.
 const POLL: Duration = Duration::from_millis(10);
+
+/// Polls `got` until it holds at least `n` items and returns them; after
+/// the hang guard, panics with what `report` says of what did arrive.
+async fn at_least<T>(
+    n: usize,
+    got: impl Fn() -> Vec<T>,
+    report: impl Fn(&[T]) -> String,
+) -> Vec<T> {
+    let deadline = Instant::now() + super::HANG_GUARD;
+    loop {
+        let items = got();
+        if items.len() >= n {
+            return items;
+        }
+        assert!(Instant::now() < deadline, "{}", report(&items));
+        tokio::time::sleep(POLL).await;
+    }
+}
 
 // ---------------------------------------------------------------------------
 // Webhooks
@@ -110,6 +137,45 @@ impl WebhookSink {
         self.state.script.lock().unwrap().push_back(behaviour);
     }
 
+    /// Config text for a receiver "hook" posting to this sink's `/hook`
+    /// and a `[route]` sending it every alert, followed by `rest`: more keys
+    /// of the route, then any other tables.
+    pub fn hook_toml(&self, rest: &str) -> String {
+        self.hook_route_toml("", rest)
+    }
+
+    /// Config text for a receiver "hook" posting to this sink's `/hook`,
+    /// giving up on a request after `timeout`, and a `[route]` sending it
+    /// every alert in a group per check, after `group_wait` and then every
+    /// `group_interval`: the replicas' setup in the HA and outage tests.
+    pub fn per_check_toml(&self, timeout: &str, group_wait: &str, group_interval: &str) -> String {
+        self.hook_route_toml(
+            &format!("timeout = \"{timeout}\"\n"),
+            &format!(
+                "group_by = [\"check\"]\ngroup_wait = \"{group_wait}\"\n\
+                 group_interval = \"{group_interval}\"\n"
+            ),
+        )
+    }
+
+    /// Config text for the receiver "hook" (to this sink's `/hook`, with
+    /// `receiver`: more of its keys) and a `[route]` to it followed by
+    /// `rest`.
+    fn hook_route_toml(&self, receiver: &str, rest: &str) -> String {
+        format!(
+            r#"
+[[receivers]]
+name = "hook"
+type = "webhook"
+url = "{url}"
+{receiver}
+[route]
+receiver = "hook"
+{rest}"#,
+            url = self.url("/hook"),
+        )
+    }
+
     /// Everything received so far.
     pub fn requests(&self) -> Vec<Request> {
         self.state.requests.lock().unwrap().clone()
@@ -118,13 +184,10 @@ impl WebhookSink {
     /// Waits until at least `n` requests arrived; panics after the hang
     /// guard ([`super::HANG_GUARD`]) listing what did arrive.
     pub async fn wait_for(&self, n: usize) -> Vec<Request> {
-        let deadline = Instant::now() + super::HANG_GUARD;
-        loop {
-            let got = self.requests();
-            if got.len() >= n {
-                return got;
-            }
-            if Instant::now() >= deadline {
+        at_least(
+            n,
+            || self.requests(),
+            |got| {
                 let listed: Vec<String> = got
                     .iter()
                     .map(|r| {
@@ -133,14 +196,14 @@ impl WebhookSink {
                         format!("  {} {} {cut}", r.method, r.path)
                     })
                     .collect();
-                panic!(
+                format!(
                     "webhook sink: expected {n} request(s), got {} before the hang guard:\n{}",
                     got.len(),
                     listed.join("\n")
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
+                )
+            },
+        )
+        .await
     }
 }
 
@@ -353,6 +416,38 @@ impl SmtpSink {
         self.port
     }
 
+    /// Config text for a receiver "mail" that mails oncall@example.com
+    /// through this sink, and a first route that sends it every alert and
+    /// lets each go on to a route to the receiver "hook".
+    pub fn mail_then_hook_toml(&self) -> String {
+        format!(
+            r#"{mail}
+[[route.routes]]
+receiver = "mail"
+continue = true
+
+[[route.routes]]
+receiver = "hook"
+"#,
+            mail = self.mail_toml(),
+        )
+    }
+
+    /// Config text for a receiver "mail" that mails oncall@example.com
+    /// through this sink.
+    pub fn mail_toml(&self) -> String {
+        format!(
+            r#"
+[[receivers]]
+name = "mail"
+type = "email"
+to = ["oncall@example.com"]
+smtp = {{ host = "127.0.0.1", port = {}, tls = "none", from = "overdue@example.com" }}
+"#,
+            self.port()
+        )
+    }
+
     /// The PEM file of the CA that signed the sink's certificate (TLS modes).
     pub fn ca_file(&self) -> &Path {
         self.ca_file
@@ -381,26 +476,19 @@ impl SmtpSink {
     /// Waits until at least `n` messages arrived; panics after the hang guard with
     /// what did arrive and the sink's stderr.
     pub async fn wait_for(&self, n: usize) -> Vec<SmtpMessage> {
-        let deadline = Instant::now() + super::HANG_GUARD;
-        loop {
-            let got = self.messages();
-            if got.len() >= n {
-                return got;
-            }
-            if Instant::now() >= deadline {
-                let subjects: Vec<String> = got
-                    .iter()
-                    .map(|m| format!("  {:?} to {:?}", m.subject, m.rcpt_tos))
-                    .collect();
-                panic!(
-                    "SMTP sink: expected {n} message(s) before the hang guard, got {}:\n{}\nstderr:\n{}",
-                    got.len(),
-                    subjects.join("\n"),
-                    self.stderr()
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        at_least(n, || self.messages(), |got| {
+            let subjects: Vec<String> = got
+                .iter()
+                .map(|m| format!("  {:?} to {:?}", m.subject, m.rcpt_tos))
+                .collect();
+            format!(
+                "SMTP sink: expected {n} message(s) before the hang guard, got {}:\n{}\nstderr:\n{}",
+                got.len(),
+                subjects.join("\n"),
+                self.stderr()
+            )
+        })
+        .await
     }
 
     /// What the sink logged.
@@ -585,5 +673,61 @@ impl Drop for Alertmanager {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Announcements
+
+/// (check, incident start, status) of every alert in every distinct
+/// notification (by `Idempotency-Key`), with the keys of the notifications
+/// that listed it.
+pub fn announcements(requests: &[Request]) -> BTreeMap<(String, String, String), BTreeSet<String>> {
+    let mut out: BTreeMap<(String, String, String), BTreeSet<String>> = BTreeMap::new();
+    for r in requests {
+        let key = r.header("idempotency-key").unwrap().to_string();
+        let body = r.json();
+        for a in body["alerts"].as_array().unwrap() {
+            out.entry((
+                a["labels"]["check"].as_str().unwrap().to_string(),
+                a["startsAt"].as_str().unwrap().to_string(),
+                a["status"].as_str().unwrap().to_string(),
+            ))
+            .or_default()
+            .insert(key.clone());
+        }
+    }
+    out
+}
+
+/// The checks whose alerts in `body` (a notification's webhook payload) are
+/// in `status`, in the order it lists them.
+pub fn alert_checks(body: &serde_json::Value, status: &str) -> Vec<String> {
+    body["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["status"] == status)
+        .map(|a| a["labels"]["check"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Waits until `hook` has heard `n` distinct announcements (incidents) of
+/// `check` going `status`.
+pub async fn wait_announced(hook: &WebhookSink, check: &str, status: &str, n: usize) {
+    let start = Instant::now();
+    loop {
+        let got = announcements(&hook.requests())
+            .keys()
+            .filter(|(c, _, s)| c == check && s == status)
+            .count();
+        if got >= n {
+            return;
+        }
+        assert!(
+            start.elapsed() < super::HANG_GUARD,
+            "{check}: {n} {status} announcement(s) expected, {got} seen before the hang guard"
+        );
+        tokio::time::sleep(POLL).await;
     }
 }
