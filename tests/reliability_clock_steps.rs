@@ -445,7 +445,9 @@ async fn backward(backend: Backend) {
         f.wait_told("stops").await;
         assert_eq!(f.clock_steps("backward").await, 1.0);
         assert_eq!(f.clock_steps("forward").await, 0.0);
-        // Gone, it can send nothing late or twice.
+        // Room for a wrong resolve or a second announcement (the group
+        // interval is 1 s), then gone: nothing can come after the count.
+        tokio::time::sleep(Duration::from_secs(2)).await;
         f.server.halt();
         assert_eq!(f.told("down", "firing"), 1, "down was announced once");
         assert_eq!(f.told("down", "resolved"), 0, "down was never resolved");
