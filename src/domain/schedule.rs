@@ -24,9 +24,13 @@
 //!
 //! - Fixed-time: a matching local time that does not exist (spring forward) fires at the
 //!   first valid instant after the gap: America/New_York 2025-03-09 `30 2 * * *` fires at
-//!   03:00 EDT (07:00Z). Several matches inside one gap collapse into that single fire,
-//!   as Vixie runs each job once when it catches up. A matching local time that occurs
-//!   twice (fall back) fires once, at its first occurrence.
+//!   03:00 EDT (07:00Z). Several matches inside one gap collapse into that single fire:
+//!   the slot is one expected run. Debian's daemon does not collapse them: it runs a
+//!   fixed-time job once *per match* that fell in the gap, all in the first minute after
+//!   it (cron 3.0pl1-162 under libfaketime, issue #42: `0-59/10 2 * * *` in
+//!   Europe/Berlin ran 6 times at 03:00:03–03:00:08 CEST on 2026-03-29), so those runs
+//!   all belong to the one fire here and must not count as duplicate runs. A matching
+//!   local time that occurs twice (fall back) fires once, at its first occurrence.
 //! - Real time: the expression fires at every instant whose local wall time matches, so
 //!   nothing fires inside a gap and both occurrences of a repeated time fire. An hourly
 //!   job fires once per real hour, 25 times on a fall-back day in New York.
