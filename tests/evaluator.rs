@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use common::{client, write_config, Backend, ChildServer, TestDb, TestServer, HANG_GUARD};
 use serde_json::{json, Value};
 
@@ -109,12 +109,6 @@ fn transitions(flips: &Value) -> Vec<String> {
     t
 }
 
-fn instant(v: &Value) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(v.as_str().unwrap())
-        .unwrap()
-        .with_timezone(&Utc)
-}
-
 both_backends!(late_then_down_then_recovered, |backend| async move {
     let s = TestServer::start(backend, "").await;
     let c = s
@@ -128,9 +122,9 @@ both_backends!(late_then_down_then_recovered, |backend| async move {
     s.ping(&format!("/ping/{uuid}")).await;
     let v = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
     assert_eq!(v["status"], "up");
-    let last_success = instant(&v["last_success"]);
+    let last_success = common::instant(&v["last_success"]);
     assert_eq!(
-        instant(&v["next_due"]) - last_success,
+        common::instant(&v["next_due"]) - last_success,
         chrono::Duration::seconds(1)
     );
 
@@ -143,11 +137,11 @@ both_backends!(late_then_down_then_recovered, |backend| async move {
     // Each flip carries the instant it really happened, not when it was noticed.
     let f = flips["flips"].as_array().unwrap();
     assert_eq!(
-        instant(&f[1]["at"]) - last_success,
+        common::instant(&f[1]["at"]) - last_success,
         chrono::Duration::seconds(1)
     );
     assert_eq!(
-        instant(&f[0]["at"]) - last_success,
+        common::instant(&f[0]["at"]) - last_success,
         chrono::Duration::seconds(2)
     );
     assert_eq!(f[0]["reason"], "overdue");
@@ -388,7 +382,7 @@ both_backends!(
         let server = ChildServer::spawn(&config);
         let uuid = create_and_ping(&http, &server.base, json!({"interval": "1s"})).await;
         let check = get(&http, &format!("{}/api/v1/checks/{uuid}", server.base)).await;
-        let last_success = instant(&check["last_success"]);
+        let last_success = common::instant(&check["last_success"]);
         server.kill9();
         // Restarted at once: the check goes down once after the restart, at the
         // instant its limit ran out (later by any unobserved part of the restart).
@@ -406,7 +400,7 @@ both_backends!(
             seen == ["new>up", "up>late", "late>down"] || seen == ["new>late", "late>down"],
             "{seen:?}"
         );
-        let down_at = instant(&flips["flips"][0]["at"]);
+        let down_at = common::instant(&flips["flips"][0]["at"]);
         // The restart took a moment; whatever of it was unobserved only delays the instant.
         assert!(down_at - last_success >= chrono::Duration::seconds(2));
         server.kill9();
@@ -444,7 +438,7 @@ both_backends!(
         let server = ChildServer::spawn(&config);
         let uuid = create_and_ping(&http, &server.base, json!({"interval": "2s"})).await;
         let check = get(&http, &format!("{}/api/v1/checks/{uuid}", server.base)).await;
-        let last_success = instant(&check["last_success"]).timestamp_millis();
+        let last_success = common::instant(&check["last_success"]).timestamp_millis();
         // Use part of the 4 s limit (interval + grace), then take the whole
         // service down for longer than the limit.
         tokio::time::sleep(Duration::from_millis(1000)).await;
@@ -618,7 +612,7 @@ both_backends!(
         );
         assert_eq!(
             flips[0].at,
-            instant(&last_success).timestamp_millis(),
+            common::instant(&last_success).timestamp_millis(),
             "{flips:?}"
         );
         // down (failed) -> up: the recovering success's instant, after the down.
@@ -643,7 +637,7 @@ both_backends!(
         );
         assert_eq!(
             flips[2].at,
-            instant(&last_success).timestamp_millis(),
+            common::instant(&last_success).timestamp_millis(),
             "{flips:?}"
         );
         assert!(flips[1].at <= flips[2].at, "in order: {flips:?}");

@@ -5,7 +5,6 @@ mod common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use common::{TestServer, HANG_GUARD, PING_KEY};
 use serde_json::{json, Value};
@@ -75,20 +74,11 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = Instant::now();
-    while !f().await {
-        assert!(start.elapsed() < HANG_GUARD, "hang guard: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// An instant the API gave (RFC 3339).
-fn instant(v: &Value) -> chrono::DateTime<chrono::Utc> {
-    chrono::DateTime::parse_from_rfc3339(
-        v.as_str().unwrap_or_else(|| panic!("not an instant: {v}")),
-    )
-    .unwrap()
-    .to_utc()
+    common::eventually(what, || {
+        let done = f();
+        async move { done.await.then_some(()) }
+    })
+    .await
 }
 
 fn ping_url(s: &TestServer, uuid: &str) -> String {
@@ -251,7 +241,7 @@ both_backends!(
         // While the TTL lasts, nobody else runs: the other process is told
         // the seat is taken, before the seat's expiry as the server stored it.
         let v = s.get_json(&format!("/api/v1/checks/{uuid}")).await;
-        let expires = instant(&v["locks"][0]["expires"]);
+        let expires = common::instant(&v["locks"][0]["expires"]);
         let quiet_script = format!("echo other >> {}", out.display());
         let (code, err) = finish_all(vec![start_run(
             &["--once", "--lock"],
@@ -267,7 +257,7 @@ both_backends!(
         assert_eq!(log[0]["type"], "skip");
         assert!(log[0]["reason"].as_str().unwrap().starts_with("locked by "));
         assert!(
-            instant(&log[0]["date"]) < expires,
+            common::instant(&log[0]["date"]) < expires,
             "skipped at {} with the seat expiring at {expires}",
             log[0]["date"]
         );

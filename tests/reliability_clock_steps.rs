@@ -170,7 +170,7 @@ group_interval = "1s"
             .flat_map(|r| r.json()["alerts"].as_array().unwrap().clone())
             .find(|a| a["labels"]["check"] == slug && a["status"] == "firing")
             .unwrap_or_else(|| panic!("{slug} was not told firing"));
-        instant(&alert["startsAt"])
+        common::instant(&alert["startsAt"])
     }
 
     async fn wait_told(&self, slug: &str) -> Instant {
@@ -199,18 +199,12 @@ group_interval = "1s"
             .json()
             .await
             .unwrap();
-        instant(&pings["pings"][0]["date"])
+        common::instant(&pings["pings"][0]["date"])
     }
 }
 
 /// `overdue serve` under libfaketime, reading its offset from `offset` at
 /// every call; the monotonic clock is left alone.
-fn instant(v: &Value) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("not an instant: {v}")))
-        .unwrap()
-        .to_utc()
-}
-
 /// Pings a check every 400 ms until stopped; keeps when each ping was sent
 /// and the status it was answered with.
 struct Pinger {
@@ -304,7 +298,7 @@ async fn forward(backend: Backend) {
             "silent went down {:?} after its last ping, before twice its interval",
             told.duration_since(pinged)
         );
-        let last = instant(&f.check(&silent).await["last_success"]);
+        let last = common::instant(&f.check(&silent).await["last_success"]);
         let began = f.starts_at("silent");
         assert!(
             began - last >= chrono::Duration::hours(2) + chrono::Duration::seconds(6),
@@ -359,7 +353,7 @@ async fn backward(backend: Backend) {
         let was = f.check(&up).await;
         assert_eq!(was["status"], "up");
         let (mut last_ping, mut last_success) =
-            (instant(&was["last_ping"]), instant(&was["last_success"]));
+            (common::instant(&was["last_ping"]), common::instant(&was["last_success"]));
 
         // The wall clock goes back two hours.
         f.set_offset("-2h");
@@ -381,7 +375,7 @@ async fn backward(backend: Backend) {
             assert_eq!((&d["status"], &d["reason"]), (&json!("down"), &json!("overdue")), "{d}");
             let u = f.check(&up).await;
             assert_eq!(u["status"], "up", "{u}");
-            let (p, s) = (instant(&u["last_ping"]), instant(&u["last_success"]));
+            let (p, s) = (common::instant(&u["last_ping"]), common::instant(&u["last_success"]));
             assert!(p >= last_ping && s >= last_success, "moved back: {last_ping} -> {p}, {last_success} -> {s}");
             (last_ping, last_success) = (p, s);
             let st = f.check(&stops).await;
@@ -410,7 +404,7 @@ async fn backward(backend: Backend) {
         // 4 s / SLEW_RATE of the timeline, exactly. Twice as late (the
         // slewed time counted at its face value) or two hours late would
         // show here, whatever the machine's load.
-        let last = instant(&f.check(&stops).await["last_success"]);
+        let last = common::instant(&f.check(&stops).await["last_success"]);
         let began = f.starts_at("stops");
         assert_eq!(
             (began - last).num_milliseconds(),
@@ -490,7 +484,7 @@ async fn while_down(backend: Backend) {
         }
         f.wait_told("down").await;
         let was = f.check(&up).await;
-        let before = instant(&was["last_ping"]);
+        let before = common::instant(&was["last_ping"]);
 
         f.set_offset("-2h");
         f.restart();
@@ -506,7 +500,7 @@ async fn while_down(backend: Backend) {
         let now = f.check(&up).await;
         assert_eq!(now["status"], "up");
         assert!(
-            instant(&now["last_ping"]) >= before,
+            common::instant(&now["last_ping"]) >= before,
             "moved back: {before} -> {now}"
         );
         assert_eq!(now["n_pings"], 2);
@@ -519,7 +513,7 @@ async fn while_down(backend: Backend) {
 
         // Restarted again, still two hours back: the stored slew goes on,
         // and that is no new step.
-        let before = instant(&f.check(&up).await["last_ping"]);
+        let before = common::instant(&f.check(&up).await["last_ping"]);
         f.restart();
         let r = f
             .http
@@ -530,7 +524,7 @@ async fn while_down(backend: Backend) {
         assert_eq!(r.status(), 200);
         let now = f.check(&up).await;
         assert!(
-            instant(&now["last_ping"]) >= before,
+            common::instant(&now["last_ping"]) >= before,
             "moved back: {before} -> {now}"
         );
         assert_eq!(f.check(&down).await["status"], "down");

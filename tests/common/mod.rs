@@ -862,3 +862,12 @@ pub async fn get_200(http: &reqwest::Client, url: &str) {
     let r = http.get(url).send().await.unwrap();
     assert_eq!(r.status(), 200, "GET {url}");
 }
+
+/// An instant the API gave (RFC 3339), in UTC; fails naming the value when
+/// it is not one.
+pub fn instant(v: &Value) -> chrono::DateTime<chrono::Utc> {
+    let text = v.as_str().unwrap_or_else(|| panic!("not an instant: {v}"));
+    chrono::DateTime::parse_from_rfc3339(text)
+        .unwrap_or_else(|e| panic!("not an instant: {v}: {e}"))
+        .to_utc()
+}
