@@ -32,6 +32,9 @@ pub struct Ping {
     pub body: Vec<u8>,
     /// Why a run was skipped (a `skip` ping).
     pub reason: Option<String>,
+    /// The slot the ping was sent for (`?slot=`, SPEC §14); `None`: the
+    /// latest slot start at or before `at`.
+    pub slot: Option<UnixMs>,
 }
 
 impl Ping {
@@ -52,6 +55,7 @@ impl Ping {
             scheme: "http",
             body: Vec::new(),
             reason: None,
+            slot: None,
         }
     }
 }
@@ -249,6 +253,7 @@ fn apply_pending_inner(
             body: p.ping.body.clone(),
             duration_ms: applied.duration_ms,
             reason: p.ping.reason.clone(),
+            slot: p.ping.slot,
         });
     }
     check.summary = entry.summary;
@@ -321,6 +326,8 @@ pub struct PingRecord {
     pub duration_ms: Option<i64>,
     /// Why a run was skipped (a `skip` ping).
     pub reason: Option<String>,
+    /// The slot the ping was sent for (`?slot=`), if it named one.
+    pub slot: Option<UnixMs>,
 }
 
 /// A run read back.

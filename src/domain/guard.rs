@@ -1,19 +1,18 @@
 //! The job guard's pure rules (SPEC §13): whether a schedule slot is still
 //! due, the lock's limits, and how skip reasons are counted.
 //!
-//! - Cron check: the slot is the latest fire time at or before `now`; it is
-//!   done once a success was recorded at or after it.
-//! - Interval check: the slot is done while `now` is before the next due
-//!   instant (last success + interval, in active time as §3.1 measures it).
+//! - The slot is the latest slot start at or before `now` (`slots.rs`: a
+//!   cron check's fire time, an interval check's window aligned to the
+//!   epoch). It is done once a success was recorded at or after its start.
 //! - Quiet (outside active hours): never due, whatever the slot.
 
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::active_hours::ActiveClock;
-use super::evaluate::{Expect, Rules, Span};
+use super::evaluate::{Expect, Rules};
 use super::schedule::CronSchedule;
+use super::slots;
 
 /// Why a slot is or is not due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,58 +41,27 @@ impl DueReason {
 pub struct Due {
     pub due: bool,
     pub reason: DueReason,
-    /// Cron: the latest fire time at or before now. Interval: while done,
-    /// the last success (the run that did the slot); while due, the instant
-    /// the slot began (the due instant), if there was a success.
+    /// The current slot's start: the latest slot start at or before now.
     pub slot: Option<DateTime<Utc>>,
     pub last_success: Option<DateTime<Utc>>,
-    /// When the next slot begins: the first fire time after the last
-    /// success (cron), last success + interval in active time (interval).
+    /// When the next slot after the last success begins: the first fire
+    /// time after it (cron), the start of the window after its own
+    /// (interval).
     pub next_due: Option<DateTime<Utc>>,
     pub quiet: bool,
 }
 
-/// Whether the check's current slot still needs a run at `now`; time in
-/// `unobserved` spans does not count toward an interval (SPEC §3.1).
-pub fn due(
-    rules: &Rules,
-    last_success: Option<DateTime<Utc>>,
-    unobserved: &[Span],
-    now: DateTime<Utc>,
-) -> Due {
-    due_in(rules, last_success, unobserved, &[], now)
-}
-
-/// Like [`due`], with the spans the server's timeline slewed over after a
-/// backward wall-clock step (they count as the real time they stand for).
-pub fn due_in(
-    rules: &Rules,
-    last_success: Option<DateTime<Utc>>,
-    unobserved: &[Span],
-    slewed: &[Span],
-    now: DateTime<Utc>,
-) -> Due {
-    let clock = ActiveClock {
-        hours: rules.hours.as_deref(),
-        unobserved,
-        slewed,
-    };
+/// Whether the check's current slot still needs a run at `now`.
+pub fn due(rules: &Rules, last_success: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Due {
     let quiet = rules.hours.as_deref().is_some_and(|h| !h.is_active(now));
-    let (slot, next_due, done) = match &rules.expect {
-        Expect::Cron(cron) => {
-            let slot = latest_fire(cron, now);
-            let next_due = last_success.and_then(|s| cron.next_after(s));
-            // Done when no fire time lies in (last success, now]: the slot
-            // is at or before the last success.
-            let done = last_success.is_some() && next_due.is_none_or(|n| n > now);
-            (slot, next_due, done)
-        }
-        Expect::Interval(i) => {
-            let next_due = last_success.and_then(|s| clock.advance(s, *i));
-            let done = last_success.is_some() && next_due.is_none_or(|n| now < n);
-            let slot = if done { last_success } else { next_due };
-            (slot, next_due, done)
-        }
+    let slot = slots::slot_at(&rules.expect, now);
+    let next_due = last_success.and_then(|s| slots::next_after(&rules.expect, s));
+    // Done when the slot starts at or before the last success.
+    let done = match (last_success, slot) {
+        (Some(s), Some(slot)) => slot <= s,
+        // No slot before now (a yearly job not yet fired): nothing to do.
+        (Some(_), None) => true,
+        (None, _) => false,
     };
     let reason = if quiet {
         DueReason::Quiet
@@ -218,76 +186,70 @@ mod tests {
         let now = t("2026-03-10T12:00:00Z");
         let slot = t("2026-03-10T03:00:00Z");
         // Never succeeded: due, the slot is today's 03:00.
-        let d = due(&r, None, &[], now);
+        let d = due(&r, None, now);
         assert_eq!(
             (d.due, d.reason, d.slot),
             (true, DueReason::Due, Some(slot))
         );
         // Succeeded before the slot (yesterday's run): due.
-        let d = due(&r, Some(t("2026-03-09T03:00:05Z")), &[], now);
+        let d = due(&r, Some(t("2026-03-09T03:00:05Z")), now);
         assert!(d.due);
         assert_eq!(d.next_due, Some(slot));
         // Exactly at the slot, or after it: done.
         for s in [slot, t("2026-03-10T03:00:01Z"), t("2026-03-10T11:59:59Z")] {
-            let d = due(&r, Some(s), &[], now);
+            let d = due(&r, Some(s), now);
             assert_eq!((d.due, d.reason), (false, DueReason::Done), "{s}");
             assert_eq!(d.next_due, Some(t("2026-03-11T03:00:00Z")));
             assert_eq!(d.slot, Some(slot));
         }
         // One millisecond before the slot: due.
-        assert!(due(&r, Some(slot - Duration::milliseconds(1)), &[], now).due);
+        assert!(due(&r, Some(slot - Duration::milliseconds(1)), now).due);
     }
 
     #[test]
-    fn an_interval_slot_is_done_until_the_next_due_instant() {
+    fn an_interval_slot_is_the_aligned_window_and_does_not_drift() {
         let r = rules(serde_json::json!({"interval": "1h"}));
-        let last = t("2026-03-10T10:00:00Z");
-        assert!(!due(&r, Some(last), &[], t("2026-03-10T10:59:59.999Z")).due);
-        let d = due(&r, Some(last), &[], t("2026-03-10T11:00:00Z"));
-        assert!(d.due);
+        // A 1h job that starts at the full hour and takes ten minutes:
+        // its success at 10:10 does the 10:00 slot; 11:00 is due again
+        // (last success + interval would say 11:10, and drift).
+        let last = t("2026-03-10T10:10:00Z");
+        let d = due(&r, Some(last), t("2026-03-10T10:59:59.999Z"));
+        assert_eq!(
+            (d.due, d.reason, d.slot),
+            (false, DueReason::Done, Some(t("2026-03-10T10:00:00Z")))
+        );
         assert_eq!(d.next_due, Some(t("2026-03-10T11:00:00Z")));
-        assert!(due(&r, None, &[], last).due);
+        let d = due(&r, Some(last), t("2026-03-10T11:00:00Z"));
+        assert_eq!((d.due, d.slot), (true, Some(t("2026-03-10T11:00:00Z"))));
+        // A success just before the window does not do it.
+        assert!(
+            due(
+                &r,
+                Some(t("2026-03-10T10:59:59.999Z")),
+                t("2026-03-10T11:00:00Z")
+            )
+            .due
+        );
+        assert!(due(&r, None, last).due);
     }
 
     #[test]
-    fn quiet_hours_are_never_due_and_pause_an_interval() {
+    fn quiet_hours_are_never_due() {
         let r = rules(serde_json::json!({
             "interval": "1h", "tz": "UTC",
             "active_hours": [{"start": "09:00", "end": "17:00"}],
         }));
         // 20:00 is quiet: not due, even though no run ever succeeded.
-        let d = due(&r, None, &[], t("2026-03-10T20:00:00Z"));
+        let d = due(&r, None, t("2026-03-10T20:00:00Z"));
         assert_eq!((d.due, d.reason, d.quiet), (false, DueReason::Quiet, true));
-        // A success at 16:30: 30 active minutes left, counted from 09:00.
+        // A success at 16:30 did the 16:00 slot; 09:00 the next morning
+        // is a new window, due at once.
         let d = due(
             &r,
             Some(t("2026-03-10T16:30:00Z")),
-            &[],
             t("2026-03-11T09:10:00Z"),
         );
-        assert_eq!(d.next_due, Some(t("2026-03-11T09:30:00Z")));
-        assert!(!d.due);
-        assert!(
-            due(
-                &r,
-                Some(t("2026-03-10T16:30:00Z")),
-                &[],
-                t("2026-03-11T09:30:00Z")
-            )
-            .due
-        );
-    }
-
-    #[test]
-    fn unobserved_time_does_not_count_toward_an_interval() {
-        let r = rules(serde_json::json!({"interval": "1h"}));
-        let last = t("2026-03-10T10:00:00Z");
-        // The watchdog was down 10:30-10:45: the slot is done until 11:15.
-        let outage = [(t("2026-03-10T10:30:00Z"), t("2026-03-10T10:45:00Z"))];
-        let d = due(&r, Some(last), &outage, t("2026-03-10T11:10:00Z"));
-        assert_eq!(d.next_due, Some(t("2026-03-10T11:15:00Z")));
-        assert!(!d.due);
-        assert!(due(&r, Some(last), &outage, t("2026-03-10T11:15:00Z")).due);
+        assert_eq!((d.due, d.slot), (true, Some(t("2026-03-11T09:00:00Z"))));
     }
 
     #[test]
@@ -371,7 +333,7 @@ mod tests {
                 }
                 m += Duration::minutes(1);
             }
-            let d = due(&r, Some(last), &[], now);
+            let d = due(&r, Some(last), now);
             prop_assert_eq!(d.due, in_between);
             // The slot is a fire time at or before now, and the next one is after now.
             let slot = d.slot.unwrap();
@@ -380,16 +342,20 @@ mod tests {
             prop_assert_eq!(d.due, slot > last);
         }
 
-        /// An interval check is due exactly from last success + interval.
+        /// An interval check is due exactly when no success lies in the
+        /// aligned window `now` falls in: brute force by integer division.
         #[test]
-        fn interval_due_from_last_plus_interval(
+        fn interval_due_when_no_success_in_the_aligned_window(
             interval_s in 1i64..86_400,
+            last_s in 0i64..(4 * 86_400),
             elapsed in 0i64..(2 * 86_400),
         ) {
             let r = rules(serde_json::json!({"interval": format!("{interval_s}s")}));
-            let last = t("2026-03-08T00:00:00Z");
+            let base = t("2026-03-08T00:00:00Z");
+            let last = base + Duration::seconds(last_s);
             let now = last + Duration::seconds(elapsed);
-            prop_assert_eq!(due(&r, Some(last), &[], now).due, elapsed >= interval_s);
+            let window = |x: DateTime<Utc>| x.timestamp().div_euclid(interval_s);
+            prop_assert_eq!(due(&r, Some(last), now).due, window(now) > window(last));
         }
     }
 }

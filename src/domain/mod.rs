@@ -13,6 +13,7 @@ pub mod name; // how a check is named where its uuid (a capability) must not sho
 pub mod overlap; // when a check carries an overlap alert
 pub mod ping; // what one ping does to a check's summary
 pub mod schedule; // interval and cron schedules, DST-aware, always terminating
+pub mod slots; // slots: the runs a check expects (cron fire times, epoch-aligned interval windows), their keys
 pub mod status; // statuses and reasons
 pub mod timeline; // the server's timeline: wall-clock steps found, backward ones slewed over
 pub mod usual; // the usual item count: hour-of-week medians of a check's own history

@@ -20,6 +20,9 @@ pub enum PingKind {
     /// A run the job guard skipped (SPEC §13): recorded with its reason,
     /// changes nothing.
     Skip,
+    /// A failed attempt that `overdue run --retries` will retry (SPEC §14):
+    /// closes its run, changes no status; the last attempt decides.
+    Retry,
     /// Received but not counted (wrong method, or a paused check with manual resume).
     Ignored,
 }
@@ -33,6 +36,7 @@ impl PingKind {
             PingKind::Fail => "fail",
             PingKind::Log => "log",
             PingKind::Skip => "skip",
+            PingKind::Retry => "retry",
             PingKind::Ignored => "ign",
         }
     }
@@ -45,6 +49,7 @@ impl PingKind {
             "fail" => PingKind::Fail,
             "log" => PingKind::Log,
             "skip" => PingKind::Skip,
+            "retry" => PingKind::Retry,
             "ign" => PingKind::Ignored,
             _ => return None,
         })
@@ -69,6 +74,8 @@ pub enum RunOutcome {
     Failed,
     /// Replaced by a new start without a run id.
     Superseded,
+    /// A failed attempt that will be retried (SPEC §14).
+    Retried,
 }
 
 impl RunOutcome {
@@ -78,6 +85,7 @@ impl RunOutcome {
             RunOutcome::Success => "success",
             RunOutcome::Failed => "failed",
             RunOutcome::Superseded => "superseded",
+            RunOutcome::Retried => "retried",
         }
     }
 }
@@ -174,6 +182,8 @@ pub const RUN_TIMEOUT_REASON: &str = "exceeded max_runtime";
 
 /// The reason recorded on a run whose success came before `min_runtime`.
 pub const TOO_FAST_REASON: &str = "finished too fast";
+/// The reason a run closed by a `retry` ping (an attempt to be retried) carries.
+pub const RETRIED_REASON: &str = "will be retried";
 
 /// One ping as the summary sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,6 +239,17 @@ impl Summary {
         };
         match ping.kind {
             PingKind::Log | PingKind::Skip | PingKind::Ignored => return applied,
+            PingKind::Retry => {
+                // Closes the attempt's run, touches no counter or status:
+                // the next attempt, or the last one, decides.
+                self.finish(
+                    ping,
+                    RunOutcome::Retried,
+                    Some(RETRIED_REASON),
+                    &mut applied,
+                );
+                return applied;
+            }
             PingKind::Start => {
                 self.start(ping, next_run_id(), &mut applied);
                 self.record_items(ping);

@@ -10,7 +10,9 @@ use super::api::rfc3339;
 use super::AppState;
 use crate::clock;
 use crate::domain::evaluate::{instant, Rules};
-use crate::domain::guard::{default_lock_ttl, due_in, parse_lock_ttl, MAX_HOLDER};
+use crate::domain::guard::{default_lock_ttl, due, parse_lock_ttl, MAX_HOLDER};
+use crate::domain::name::public_name;
+use crate::domain::slots;
 use crate::log_throttle::Throttled;
 use crate::store::locks::{Acquired, LockAsk, Seat};
 use crate::store::StoreError;
@@ -100,6 +102,14 @@ fn parse_lock_query(query: Option<&str>) -> Result<LockQuery, String> {
     Ok(q)
 }
 
+/// How the URL named the check: the slot key (SPEC §14) names it by its
+/// slug, or by its unique key without one (never by its uuid).
+#[derive(Debug, Clone, Copy)]
+pub enum Named<'a> {
+    Uuid(uuid::Uuid),
+    Slug(&'a str),
+}
+
 /// Answers a guard request for the check `check_id`.
 pub async fn answer(
     state: &AppState,
@@ -108,6 +118,7 @@ pub async fn answer(
     method: &Method,
     query: Option<&str>,
     peer: &str,
+    named: Named<'_>,
 ) -> Response {
     if !op.allows(method) {
         let allow = if op == GuardOp::Due {
@@ -124,7 +135,7 @@ pub async fn answer(
         return r;
     }
     let result = match op {
-        GuardOp::Due => due_answer(state, check_id).await,
+        GuardOp::Due => due_answer(state, check_id, named).await,
         GuardOp::Lock => match parse_lock_query(query) {
             Ok(q) => lock(state, check_id, q, peer).await,
             Err(e) => Ok(bad_request(e)),
@@ -162,24 +173,31 @@ async fn rules_of(state: &AppState, check_id: i64) -> Result<(Rules, Option<i64>
     Ok((rules, check.summary.last_success_at))
 }
 
-async fn due_answer(state: &AppState, check_id: i64) -> Result<Response, StoreError> {
-    let (rules, last_success) = rules_of(state, check_id).await?;
+async fn due_answer(
+    state: &AppState,
+    check_id: i64,
+    named: Named<'_>,
+) -> Result<Response, StoreError> {
+    let check = state
+        .store
+        .eval_check(check_id)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let rules = Rules::from_spec(&check.spec).map_err(|e| StoreError::Other(anyhow::anyhow!(e)))?;
     let now = instant(clock::now_ms()).unwrap_or_default();
-    let observed = state.observed.observation();
-    let d = due_in(
-        &rules,
-        last_success.and_then(instant),
-        &observed.unobserved,
-        &observed.slewed,
-        now,
-    );
+    let d = due(&rules, check.summary.last_success_at.and_then(instant), now);
+    let name = match named {
+        Named::Slug(slug) => slug.to_string(),
+        Named::Uuid(uuid) => public_name(check.spec.slug.as_deref(), uuid),
+    };
     let at = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| rfc3339(t.timestamp_millis()));
     Ok(reply(
         StatusCode::OK,
         json!({
             "due": d.due,
             "reason": d.reason.as_str(),
-            "slot": at(d.slot),
+            "slot": d.slot.map(slots::rfc3339),
+            "slot_key": d.slot.map(|s| slots::key(&name, s)),
             "last_success": at(d.last_success),
             "next_due": at(d.next_due),
             "quiet": d.quiet,
