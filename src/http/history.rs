@@ -43,7 +43,8 @@ pub struct PingView {
     /// Sequence number within the check, from 1.
     n: i64,
     /// `success`, `start`, `fail`, `log`, `skip` (the job guard skipped a
-    /// run) or `ign` (ignored).
+    /// run), `retry` (a failed attempt `overdue run --retries` retried: no
+    /// status change) or `ign` (ignored).
     #[serde(rename = "type")]
     #[schema(value_type = String)]
     kind: &'static str,
@@ -67,6 +68,10 @@ pub struct PingView {
     /// Why the run was skipped (`skip` pings only).
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
+    /// The schedule slot the ping was sent for (`?slot=`, RFC 3339 UTC);
+    /// absent: the latest slot start at or before its date.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slot: Option<String>,
 }
 
 impl PingView {
@@ -94,6 +99,10 @@ impl PingView {
             body_size,
             body_url: (body_size > 0).then(|| format!("{body_base}/{}/body", p.n)),
             reason: p.reason,
+            slot: p
+                .slot
+                .and_then(crate::domain::evaluate::instant)
+                .map(crate::domain::slots::rfc3339),
         }
     }
 }

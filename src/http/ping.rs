@@ -17,7 +17,7 @@ use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
 use super::auth::client_ip;
-use super::guard::GuardOp;
+use super::guard::{GuardOp, Named};
 use super::rate_limit::{retry_after_secs, KeyedLimiter};
 use super::AppState;
 use crate::clock;
@@ -26,6 +26,7 @@ use crate::domain::check::CheckSpec;
 use crate::domain::fold::Ping;
 use crate::domain::guard::MAX_REASON;
 use crate::domain::ping::PingKind;
+use crate::domain::slots;
 use crate::log_throttle::Throttled;
 use crate::metrics::{Metrics, Rejected};
 use crate::store::{CheckSource, StoreError};
@@ -49,7 +50,7 @@ struct Action {
 }
 
 /// Where the ping goes.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target<'a> {
     Uuid(Uuid),
     Slug(&'a str),
@@ -74,6 +75,10 @@ struct Query {
     create: bool,
     /// A skip's reason.
     reason: Option<String>,
+    /// The slot the ping is for (`?slot=`, SPEC §14), Unix ms.
+    slot: Option<i64>,
+    /// `?retry=1` on a failure: an attempt that will be retried (SPEC §14).
+    retry: bool,
 }
 
 /// Handles every ping form and method.
@@ -203,10 +208,15 @@ async fn answer(
     let user_agent = headers
         .get(header::USER_AGENT)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    // A failure that will be retried changes no status (SPEC §14).
+    let kind = match action.kind {
+        PingKind::Fail if query.retry => PingKind::Retry,
+        k => k,
+    };
     let ping = Ping {
         check_id,
         at: clock::now_ms(),
-        kind: action.kind,
+        kind,
         exit_status: action.exit_status,
         items: query.items,
         rid: query.rid,
@@ -216,11 +226,12 @@ async fn answer(
         scheme: "http",
         body,
         reason: query.reason.filter(|_| action.kind == PingKind::Skip),
+        slot: query.slot,
     };
     let skipped = ping.reason.clone();
     let result = state.ingest.submit(ping).await;
     if result.is_ok() {
-        state.metrics.ping(action.kind);
+        state.metrics.ping(kind);
         if action.kind == PingKind::Skip {
             state.metrics.skip(skipped.as_deref().unwrap_or(""));
         }
@@ -252,12 +263,24 @@ async fn guard(
     create: bool,
     client: std::net::IpAddr,
 ) -> Response {
+    let named = match target {
+        Target::Uuid(u) => Named::Uuid(u),
+        Target::Slug(s) => Named::Slug(s),
+    };
     let check_id = match lookup(state, target, create).await {
         Ok(c) => c,
         Err(r) => return r,
     };
-    let answer =
-        super::guard::answer(state, check_id, op, method, query, &client.to_string()).await;
+    let answer = super::guard::answer(
+        state,
+        check_id,
+        op,
+        method,
+        query,
+        &client.to_string(),
+        named,
+    )
+    .await;
     with_body_limit(answer, state.config.ping_body_limit)
 }
 
@@ -475,6 +498,8 @@ fn parse_query(query: Option<&str>) -> Result<Query, Rejection> {
         items: None,
         create: false,
         reason: None,
+        slot: None,
+        retry: false,
     };
     for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
         match key.as_ref() {
@@ -504,6 +529,18 @@ fn parse_query(query: Option<&str>) -> Result<Query, Rejection> {
             }
             "create" => q.create = value == "1",
             "reason" => q.reason = Some(skip_reason(&value)),
+            "slot" => {
+                q.slot = Some(
+                    slots::parse(&value)
+                        .map(|t| t.timestamp_millis())
+                        .map_err(|_| {
+                            Rejection::BadRequest(
+                                "slot must be an RFC 3339 instant such as 2026-12-05T03:00:00Z",
+                            )
+                        })?,
+                )
+            }
+            "retry" => q.retry = value == "1",
             _ => {}
         }
     }

@@ -746,13 +746,24 @@ async fn resume_check(
 
 fn ping_json(base: &str, uuid: Uuid, p: PingRecord) -> Value {
     let mut m = Map::new();
-    // healthchecks has no skip: a skip is its `log` kind, with overdue's
-    // own `reason` beside it.
-    if p.kind == PingKind::Skip {
-        m.insert("type".into(), json!(PingKind::Log.as_str()));
-        m.insert("reason".into(), json!(p.reason));
-    } else {
-        m.insert("type".into(), json!(p.kind.as_str()));
+    // healthchecks has no skip nor retried attempt: each is its `log`
+    // kind (which changes no status either), with overdue's own `reason`
+    // or `retry` beside it.
+    match p.kind {
+        PingKind::Skip => {
+            m.insert("type".into(), json!(PingKind::Log.as_str()));
+            m.insert("reason".into(), json!(p.reason));
+        }
+        PingKind::Retry => {
+            m.insert("type".into(), json!(PingKind::Log.as_str()));
+            m.insert("retry".into(), json!(true));
+        }
+        kind => {
+            m.insert("type".into(), json!(kind.as_str()));
+        }
+    }
+    if let Some(slot) = p.slot.and_then(crate::domain::evaluate::instant) {
+        m.insert("slot".into(), json!(crate::domain::slots::rfc3339(slot)));
     }
     // As the wall clock read when it arrived (SPEC §12).
     m.insert(

@@ -58,7 +58,7 @@ pub struct Metrics {
     registry: Registry,
     pings: IntCounterVec,
     /// `pings` by [`PingKind`], looked up once: a ping costs no label hash.
-    pings_by_kind: [IntCounter; 5],
+    pings_by_kind: [IntCounter; 6],
     /// Skips recorded (`overdue_skips_total{reason}`), by [`skip_class`].
     skips: IntCounterVec,
     ping_rejected: IntCounterVec,
@@ -181,6 +181,7 @@ impl Metrics {
             PingKind::Fail,
             PingKind::Log,
             PingKind::Skip,
+            PingKind::Retry,
         ]
         .map(|kind| pings.with_label_values(&[kind.as_str()]));
         for r in [
@@ -254,6 +255,7 @@ impl Metrics {
             PingKind::Fail => 2,
             PingKind::Log => 3,
             PingKind::Skip => 4,
+            PingKind::Retry => 5,
             // Never asked for by a URL; counted if it ever is.
             PingKind::Ignored => {
                 self.pings.with_label_values(&[kind.as_str()]).inc();

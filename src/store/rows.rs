@@ -32,10 +32,11 @@ pub(crate) struct InboxRow {
     scheme: String,
     body: Option<Vec<u8>>,
     reason: Option<String>,
+    slot: Option<i64>,
 }
 
 pub(crate) const INBOX_COLUMNS: &str = "id, check_id, at, kind, exit_status, items, rid, \
-    method, remote_addr, user_agent, scheme, body, reason";
+    method, remote_addr, user_agent, scheme, body, reason, slot";
 
 impl InboxRow {
     pub(crate) fn into_ping(self) -> StoredPing {
@@ -58,6 +59,7 @@ impl InboxRow {
                 },
                 body: self.body.unwrap_or_default(),
                 reason: self.reason,
+                slot: self.slot,
             },
         }
     }
@@ -80,6 +82,7 @@ pub(crate) struct PingRow {
     body: Option<Vec<u8>>,
     duration_ms: Option<i64>,
     reason: Option<String>,
+    slot: Option<i64>,
 }
 
 impl PingRow {
@@ -99,6 +102,7 @@ impl PingRow {
             body: self.body.unwrap_or_default(),
             duration_ms: self.duration_ms,
             reason: self.reason,
+            slot: self.slot,
         }
     }
 }

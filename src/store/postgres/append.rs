@@ -92,10 +92,10 @@ impl PgStore {
             let mut conn = self.appenders.take().await?;
             sqlx::query(
                 "INSERT INTO ping_inbox (check_id, at, kind, exit_status, items, rid, method, \
-                 remote_addr, user_agent, scheme, body, reason) \
+                 remote_addr, user_agent, scheme, body, reason, slot) \
                  SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], \
                  $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
-                 $11::bytea[], $12::text[])",
+                 $11::bytea[], $12::text[], $13::bigint[])",
             )
             .bind(&c.check_id)
             .bind(&c.at)
@@ -109,6 +109,7 @@ impl PgStore {
             .bind(&c.scheme)
             .bind(&c.body)
             .bind(&c.reason)
+            .bind(&c.slot)
             .execute(&mut conn)
             .await?;
             Ok::<_, StoreError>(conn)
@@ -142,6 +143,7 @@ struct PingColumns {
     scheme: Vec<&'static str>,
     body: Vec<Vec<u8>>,
     reason: Vec<Option<String>>,
+    slot: Vec<Option<i64>>,
 }
 
 impl PingColumns {
@@ -161,5 +163,6 @@ impl PingColumns {
         self.body.push(p.body.clone());
         self.reason
             .push(p.reason.as_ref().map(|s| s.replace('\0', "")));
+        self.slot.push(p.slot);
     }
 }

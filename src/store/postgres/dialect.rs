@@ -19,7 +19,7 @@ impl Dialect for PgStore {
     /// The folded log: every row of it is in the summary.
     const LOGGED_PINGS: &'static str =
         "SELECT id, n, at, kind, exit_status, items, rid, method, remote_addr, user_agent, \
-         scheme, body, duration_ms, reason FROM pings WHERE check_id = $1 AND n < $2 ORDER BY id DESC LIMIT $3";
+         scheme, body, duration_ms, reason, slot FROM pings WHERE check_id = $1 AND n < $2 ORDER BY id DESC LIMIT $3";
 
     const JSON_TEXTS: &'static str = "SELECT json_array_elements_text($1::json)";
 

@@ -106,7 +106,7 @@ impl PgStore {
         let rows: Vec<InboxRow> = sqlx::query_as(
             "SELECT id, check_id, at, kind, exit_status, items, rid, method, \
              NULL::text AS remote_addr, NULL::text AS user_agent, '' AS scheme, \
-             NULL::bytea AS body, NULL::text AS reason FROM ping_inbox ORDER BY id LIMIT $1",
+             NULL::bytea AS body, NULL::text AS reason, slot FROM ping_inbox ORDER BY id LIMIT $1",
         )
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(&mut *tx)
@@ -243,9 +243,9 @@ async fn fold_rows(
         "WITH moved AS (DELETE FROM ping_inbox i USING UNNEST($1::bigint[]) AS t(id) \
              WHERE i.id = t.id AND i.id BETWEEN $6 AND $7 RETURNING i.*) \
              INSERT INTO pings (id, n, check_id, at, kind, exit_status, items, rid, method, \
-             remote_addr, user_agent, scheme, body, duration_ms, reason) \
+             remote_addr, user_agent, scheme, body, duration_ms, reason, slot) \
              SELECT m.id, f.n, m.check_id, m.at, f.kind, m.exit_status, m.items, m.rid, \
-             m.method, m.remote_addr, m.user_agent, m.scheme, m.body, f.duration_ms, m.reason \
+             m.method, m.remote_addr, m.user_agent, m.scheme, m.body, f.duration_ms, m.reason, m.slot \
              FROM moved m JOIN UNNEST($2::bigint[], $3::bigint[], $4::text[], $5::bigint[]) \
              AS f(id, n, kind, duration_ms) ON f.id = m.id \
              ORDER BY m.check_id, m.id",

@@ -19,7 +19,7 @@ impl Dialect for SqliteStore {
     /// The ones the ping index leads to, up to the check's written summary.
     const LOGGED_PINGS: &'static str =
         "SELECT p.id, p.n, p.at, p.kind, p.exit_status, p.items, p.rid, p.method, \
-         p.remote_addr, p.user_agent, p.scheme, p.body, p.duration_ms, p.reason \
+         p.remote_addr, p.user_agent, p.scheme, p.body, p.duration_ms, p.reason, p.slot \
          FROM ping_index i JOIN pings p ON p.id = i.id WHERE i.check_id = ?1 AND p.n < ?2 \
          AND i.id <= (SELECT folded_through FROM check_state WHERE check_id = ?1) \
          ORDER BY i.id DESC LIMIT ?3";

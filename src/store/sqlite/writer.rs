@@ -430,21 +430,30 @@ impl Writer {
         }
     }
 
-    /// Appends a batch's folded pings to the log in one INSERT, on a
-    /// prepared statement the connection keeps for batches of this size
-    /// (rounded up past [`EXACT_INSERT_ROWS`]): SQLite parses and plans it
-    /// once, where a statement of literals cost as much to prepare as to run.
+    /// Appends a batch's folded pings to the log in one INSERT per
+    /// [`MAX_INSERT_ROWS`], on a prepared statement the connection keeps for
+    /// batches of this size (rounded up past [`EXACT_INSERT_ROWS`]): SQLite
+    /// parses and plans it once, where a statement of literals cost as much
+    /// to prepare as to run.
     async fn insert_pings(&mut self, plan: &Absorbed<'_>) -> Result<(), StoreError> {
-        if plan.pings.is_empty() {
-            return Ok(());
+        for part in plan.pings.chunks(MAX_INSERT_ROWS) {
+            self.insert_ping_rows(plan, part).await?;
         }
-        let rows = insert_rows(plan.pings.len());
+        Ok(())
+    }
+
+    async fn insert_ping_rows(
+        &mut self,
+        plan: &Absorbed<'_>,
+        part: &[AbsorbedPing],
+    ) -> Result<(), StoreError> {
+        let rows = insert_rows(part.len());
         let sql = self
             .insert_sql
             .entry(rows)
             .or_insert_with(|| insert_pings_sql(rows));
         let mut query = sqlx::query(sql.as_str());
-        for f in &plan.pings {
+        for f in part {
             let StoredPing { id, ping: p } = &plan.fresh[f.at];
             query = query
                 .bind(*id)
@@ -461,10 +470,11 @@ impl Writer {
                 .bind(p.scheme)
                 .bind(p.body.as_slice())
                 .bind(f.duration_ms)
-                .bind(p.reason.as_deref());
+                .bind(p.reason.as_deref())
+                .bind(p.slot);
         }
         // Padding rows: all NULL, left out by the statement's WHERE.
-        for _ in plan.pings.len()..rows {
+        for _ in part.len()..rows {
             for _ in 0..PING_LOG_COLUMNS {
                 query = query.bind(None::<i64>);
             }
@@ -685,12 +695,16 @@ impl Writer {
 }
 
 /// The columns of a ping log row, as [`Writer::insert_pings`] binds them.
-const PING_LOG_COLUMNS: usize = 15;
+const PING_LOG_COLUMNS: usize = 16;
 
 /// Batches of up to this many pings get an INSERT of their own size; larger
 /// ones the next power of two, padded with rows of NULLs, so that the
 /// connection keeps at most a few dozen such statements.
 const EXACT_INSERT_ROWS: usize = 64;
+
+/// The most rows one INSERT of the ping log takes: a power of two whose
+/// parameters stay within SQLite's limit of 32,766.
+const MAX_INSERT_ROWS: usize = 1024;
 
 fn insert_rows(pings: usize) -> usize {
     if pings <= EXACT_INSERT_ROWS {
@@ -708,7 +722,7 @@ fn insert_pings_sql(rows: usize) -> String {
     let row = format!("({})", vec!["?"; PING_LOG_COLUMNS].join(","));
     format!(
         "INSERT OR REPLACE INTO pings (id, check_id, n, at, kind, exit_status, items, rid, \
-         method, remote_addr, user_agent, scheme, body, duration_ms, reason) \
+         method, remote_addr, user_agent, scheme, body, duration_ms, reason, slot) \
          SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL",
         vec![row; rows].join(",")
     )
@@ -726,8 +740,11 @@ mod tests {
         assert_eq!(insert_rows(1000), 1024);
         let sizes: BTreeSet<usize> = (1..=1024).map(insert_rows).collect();
         assert_eq!(sizes.len(), EXACT_INSERT_ROWS + 4);
-        // The largest batch the config allows.
-        let most = insert_rows(config::PING_BATCH_MAX_LIMIT);
+        // The largest statement: batches the config allows are cut into
+        // parts of at most MAX_INSERT_ROWS.
+        const { assert!(config::PING_BATCH_MAX_LIMIT > MAX_INSERT_ROWS) };
+        let most = insert_rows(MAX_INSERT_ROWS);
+        assert_eq!(most, MAX_INSERT_ROWS);
         let sql = insert_pings_sql(most);
         assert_eq!(sql.matches('?').count(), most * PING_LOG_COLUMNS);
         assert!(
