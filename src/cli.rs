@@ -70,9 +70,6 @@ pub struct Target {
     /// The server a bare UUID is pinged on.
     #[arg(long, env = "OVERDUE_URL", default_value = crate::client::DEFAULT_URL)]
     pub url: String,
-    /// Attempts after the first when the server cannot be reached or fails.
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    pub retries: u32,
 }
 
 /// `overdue ping …`
@@ -80,6 +77,9 @@ pub struct Target {
 pub struct PingArgs {
     #[command(flatten)]
     pub target: Target,
+    /// Attempts after the first when the server cannot be reached or fails.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub retries: u32,
     /// Each attempt's time limit.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration_arg)]
     pub timeout: std::time::Duration,
@@ -122,6 +122,25 @@ pub struct RunArgs {
     /// Each ping attempt's time limit (at most 5s).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration_arg)]
     pub ping_timeout: std::time::Duration,
+    /// Ping attempts after the first when the server cannot be reached or fails.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub ping_retries: u32,
+    /// Run the command again after a recoverable failure (--retry-on), up
+    /// to N more times (0 to 10), waiting with exponential backoff and full
+    /// jitter; only the last attempt changes the check's status.
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::client::attempts::MAX_RETRIES)))]
+    pub retries: u32,
+    /// The longest wait after the first failed attempt; it doubles after each.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration_arg)]
+    pub retry_delay: std::time::Duration,
+    /// The longest wait between two attempts, however many failed.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration_arg)]
+    pub retry_max_delay: std::time::Duration,
+    /// The failures that are retried: exit statuses and "timeout",
+    /// comma-separated (75 is EX_TEMPFAIL); any other failure is final.
+    #[arg(long, value_name = "LIST", default_value = "75", value_parser = crate::client::attempts::RetryOn::parse)]
+    pub retry_on: crate::client::attempts::RetryOn,
     /// Take the item count from the output: the last line matching REGEX
     /// (its first capture group, else the whole match).
     #[arg(long, value_name = "REGEX")]
@@ -362,10 +381,10 @@ async fn ping(args: PingArgs) -> i32 {
         },
     };
     let ping = Ping {
-        kind,
         items: args.items,
         rid: args.rid,
         body,
+        ..Ping::of(kind)
     };
     let url = match crate::client::ping_url(&args.target.target, &args.target.url, &ping) {
         Ok(u) => u,
@@ -375,7 +394,7 @@ async fn ping(args: PingArgs) -> i32 {
         }
     };
     let client = crate::client::http(args.timeout);
-    let retry = retry_of(args.timeout, args.target.retries);
+    let retry = retry_of(args.timeout, args.retries);
     match crate::client::send(&client, &url, &ping, retry).await {
         Ok(answer) => {
             if snooze {
@@ -410,13 +429,19 @@ async fn run(args: RunArgs) -> i32 {
         tail: args.tail,
         retry: crate::client::Retry {
             timeout: args.ping_timeout.min(std::time::Duration::from_secs(5)),
-            retries: args.target.retries,
+            retries: args.ping_retries,
             // However many retries, the job is never held up for long.
             total: std::time::Duration::from_secs(5),
         },
         guard: guard_options(&args),
         timeout: args.timeout,
         kill_grace: args.kill_grace,
+        attempts: crate::client::attempts::Attempts {
+            retries: args.retries,
+            delay: args.retry_delay,
+            max_delay: args.retry_max_delay,
+            on: args.retry_on.clone(),
+        },
     };
     crate::client::run(&opts, &args.command).await
 }

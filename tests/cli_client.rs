@@ -444,11 +444,20 @@ async fn run_is_not_held_up_by_a_server_that_never_answers() {
         .iter()
         .map(|r| r.path.split('?').next().unwrap().to_string())
         .collect();
+    // First the slot is asked for, once (SPEC §14: OVERDUE_SLOT); without
+    // an answer the command runs without it.
+    let due = "/ping/5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0/due";
     let start = "/ping/5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0/start";
     let finish = "/ping/5f4cc5e5-0c51-4f1e-a1fc-3d0d8c4d5ee0/4";
-    assert_eq!(paths.first().map(String::as_str), Some(start), "{paths:?}");
+    assert_eq!(paths.first().map(String::as_str), Some(due), "{paths:?}");
+    assert!(
+        err(&o).contains("cannot name this run's slot") && err(&o).contains("without OVERDUE_SLOT"),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(paths.get(1).map(String::as_str), Some(start), "{paths:?}");
     assert_eq!(paths.iter().filter(|p| *p == start).count(), 1, "{paths:?}");
-    assert!(paths[1..].iter().all(|p| p == finish), "{paths:?}");
-    assert!(paths.len() >= 2, "the finish was sent: {paths:?}");
+    assert!(paths[2..].iter().all(|p| p == finish), "{paths:?}");
+    assert!(paths.len() >= 3, "the finish was sent: {paths:?}");
     assert!(err(&o).contains("exit-status ping failed"), "{}", err(&o));
 }

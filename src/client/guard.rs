@@ -204,10 +204,21 @@ fn unanswered(status: reqwest::StatusCode, text: &str) -> Unanswered {
     }
 }
 
+/// The slot a run is for, as the server named it (SPEC §14): the command
+/// gets both as `OVERDUE_SLOT` and `OVERDUE_SLOT_KEY`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    /// The slot's start, RFC 3339 UTC.
+    pub start: String,
+    /// `<slug or unique key>@<start>`: the idempotency key.
+    pub key: String,
+}
+
 /// The server's answer to `due`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Due {
-    Yes,
+    /// Due: run it, for this slot (none when the check has no slot yet).
+    Yes(Option<Slot>),
     /// Not due, with the skip reason.
     No(String),
 }
@@ -248,6 +259,17 @@ struct DueAnswer {
     reason: Option<String>,
     #[serde(default)]
     slot: Option<String>,
+    #[serde(default)]
+    slot_key: Option<String>,
+}
+
+impl DueAnswer {
+    fn slot(&self) -> Option<Slot> {
+        Some(Slot {
+            start: self.slot.clone()?,
+            key: self.slot_key.clone()?,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -300,20 +322,30 @@ impl Guard {
     /// Asks whether the check's slot is due. `Err` when the server cannot
     /// answer, or refuses (an unknown check).
     pub async fn due(&self) -> Result<Due, Unanswered> {
+        let answer = self.ask_due(self.retry).await?;
+        if answer.due {
+            return Ok(Due::Yes(answer.slot()));
+        }
+        let reason = answer.reason.as_deref().unwrap_or("done");
+        Ok(Due::No(not_due_reason(reason, answer.slot.as_deref())))
+    }
+
+    /// The current slot, whether due or not, trying as `retry` says: what a
+    /// run without `--once` is for.
+    pub async fn current_slot(&self, retry: Retry) -> Result<Option<Slot>, Unanswered> {
+        Ok(self.ask_due(retry).await?.slot())
+    }
+
+    async fn ask_due(&self, retry: Retry) -> Result<DueAnswer, Unanswered> {
         let url = self.url(&Call::Due).map_err(Unanswered::Refused)?;
-        let (status, text) = exchange(&self.client, reqwest::Method::GET, &url, b"", self.retry)
+        let (status, text) = exchange(&self.client, reqwest::Method::GET, &url, b"", retry)
             .await
             .map_err(Unanswered::Unreachable)?;
         if !status.is_success() {
             return Err(unanswered(status, &text));
         }
-        let answer: DueAnswer = serde_json::from_str(&text)
-            .map_err(|e| Unanswered::Unreachable(format!("unexpected answer to due ({e})")))?;
-        if answer.due {
-            return Ok(Due::Yes);
-        }
-        let reason = answer.reason.as_deref().unwrap_or("done");
-        Ok(Due::No(not_due_reason(reason, answer.slot.as_deref())))
+        serde_json::from_str(&text)
+            .map_err(|e| Unanswered::Unreachable(format!("unexpected answer to due ({e})")))
     }
 
     /// Takes a lock seat. Every attempt carries `nonce`, the invocation's
@@ -397,12 +429,7 @@ impl Guard {
 
     /// Records a skip.
     pub async fn skip(&self, reason: &str) -> Result<(), String> {
-        let ping = Ping {
-            kind: PingKind::Skip(reason.to_string()),
-            items: None,
-            rid: None,
-            body: Vec::new(),
-        };
+        let ping = Ping::of(PingKind::Skip(reason.to_string()));
         let url = ping_url(&self.target, &self.server, &ping)?;
         send(&self.client, &url, &ping, self.retry).await.map(drop)
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+pub mod attempts; // `overdue run --retries`: which failures are retried, backoff with full jitter
 pub mod guard; // the job guard's calls (due, lock, renew, unlock, skip) and their rules
 pub mod process; // the command `overdue run` wraps: output, timeout, stop, signals, parent death
 pub mod run; // `overdue run`: the guard, the command and its pings, in order
@@ -77,6 +78,24 @@ pub struct Ping {
     pub items: Option<u64>,
     pub rid: Option<Uuid>,
     pub body: Vec<u8>,
+    /// The slot the ping is for (RFC 3339), as the server named it.
+    pub slot: Option<String>,
+    /// A failure that will be retried (`?retry=1`): no status change.
+    pub retry: bool,
+}
+
+impl Ping {
+    /// A ping of `kind` with nothing else.
+    pub fn of(kind: PingKind) -> Ping {
+        Ping {
+            kind,
+            items: None,
+            rid: None,
+            body: Vec::new(),
+            slot: None,
+            retry: false,
+        }
+    }
 }
 
 /// The ping URL of a target: a full ping URL (its path is extended) or a
@@ -88,6 +107,12 @@ pub fn ping_url(target: &str, server: &str, ping: &Ping) -> Result<String, Strin
     }
     if let Some(rid) = ping.rid {
         params.push(("rid", rid.to_string()));
+    }
+    if let Some(slot) = &ping.slot {
+        params.push(("slot", slot.clone()));
+    }
+    if ping.retry {
+        params.push(("retry", "1".to_string()));
     }
     match &ping.kind {
         PingKind::Skip(reason) => params.push(("reason", reason.clone())),
@@ -336,12 +361,7 @@ mod tests {
     use super::*;
 
     fn ping(kind: PingKind) -> Ping {
-        Ping {
-            kind,
-            items: None,
-            rid: None,
-            body: Vec::new(),
-        }
+        Ping::of(kind)
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! `overdue run`: asks the guard whether to run (SPEC §13), runs the command
-//! between a start ping and an exit-status ping, renews the lock meanwhile,
-//! and releases it once the outcome is recorded.
+//! between a start ping and an exit-status ping, retries a recoverable
+//! failure (SPEC §14), renews the lock meanwhile, and releases it once the
+//! outcome is recorded.
 
 use std::time::{Duration, Instant};
 
 use regex::Regex;
 use uuid::Uuid;
 
+use super::attempts::Attempts;
 use super::guard::{
-    Acquire, Due, Guard, GuardOptions, IfUnreachable, Keeper, LockLost, Seat, Unanswered,
+    Acquire, Due, Guard, GuardOptions, IfUnreachable, Keeper, LockLost, Seat, Slot, Unanswered,
 };
 use super::process::{self, End, Outcome, EXIT_TIMED_OUT};
 use super::{http, ping_url, send, Ping, PingKind, Retry};
@@ -23,6 +25,19 @@ const EXIT_INVALID: i32 = 2;
 const LOST_BEFORE_START: &str = "lost the lock before starting";
 /// The variable that gives the command its lock token.
 pub const TOKEN_ENV: &str = "OVERDUE_LOCK_TOKEN";
+/// The variables that give the command its slot (RFC 3339 UTC) and the
+/// slot's idempotency key (SPEC §14).
+pub const SLOT_ENV: &str = "OVERDUE_SLOT";
+pub const SLOT_KEY_ENV: &str = "OVERDUE_SLOT_KEY";
+/// The variable that gives the command its attempt number, from 1.
+pub const ATTEMPT_ENV: &str = "OVERDUE_ATTEMPT";
+/// How hard a run without `--once` tries to learn its slot before the
+/// command starts: once, briefly (the command is never held up long).
+const SLOT_ASK: Retry = Retry {
+    timeout: Duration::from_secs(2),
+    retries: 0,
+    total: Duration::from_secs(2),
+};
 
 /// Options of `overdue run`.
 #[derive(Debug, Clone)]
@@ -39,6 +54,8 @@ pub struct RunOptions {
     pub timeout: Option<Duration>,
     /// Between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// `--retries` and its options.
+    pub attempts: Attempts,
 }
 
 /// A lock seat taken, and its renewal running.
@@ -51,17 +68,17 @@ struct Held {
 /// What the guard decided before the command.
 #[derive(Debug)]
 enum Admit {
-    /// Run, holding a seat if any.
-    Run(Option<Held>),
+    /// Run, holding a seat if any, for the slot the server named if any.
+    Run(Option<Held>, Option<Slot>),
     /// Do not run; exit with this code.
     Skip(i32),
 }
 
-/// Runs `command` as the guard allows, pinging start and then its outcome;
-/// returns the command's exit code when it was let finish (128+N when killed
-/// by signal N; 127 when it cannot be found, 126 when it cannot be started),
-/// 124 when it timed out, 0 when it was skipped, whatever happened to the
-/// pings.
+/// Runs `command` as the guard allows, pinging start and then its outcome,
+/// again for each retried attempt; returns the last attempt's exit code when
+/// it was let finish (128+N when killed by signal N; 127 when it cannot be
+/// found, 126 when it cannot be started), 124 when it timed out, 0 when it
+/// was skipped, whatever happened to the pings.
 pub async fn run(opts: &RunOptions, command: &[String]) -> i32 {
     let client = http(opts.retry.timeout);
     let guard = Guard {
@@ -71,84 +88,157 @@ pub async fn run(opts: &RunOptions, command: &[String]) -> i32 {
         retry: opts.retry,
     };
     let rid = Uuid::new_v4();
-    let start = Ping {
-        kind: PingKind::Start,
-        items: None,
-        rid: Some(rid),
-        body: Vec::new(),
-    };
-    let start_url = match ping_url(&opts.target, &opts.server, &start) {
-        Ok(u) => u,
+    if let Err(e) = ping_url(&opts.target, &opts.server, &Ping::of(PingKind::Start)) {
         // A typo, not an outage: whatever --if-unreachable says.
-        Err(e) if opts.guard.guarded() => {
+        if opts.guard.guarded() {
             eprintln!("overdue run: {e}; not running the command");
             return EXIT_INVALID;
         }
-        Err(e) => {
-            eprintln!("overdue run: {e}; running the command without pings");
-            let outcome =
-                process::run_command(spec(opts, command, None), std::future::pending()).await;
-            return exit_code_of(&outcome);
-        }
-    };
-    let held = match admit(&guard, &opts.guard, &rid.to_string()).await {
-        Admit::Run(held) => held,
+        eprintln!("overdue run: {e}; running the command without pings");
+        let outcome =
+            process::run_command(spec(opts, command, None, None, 1), std::future::pending()).await;
+        return exit_code_of(&outcome);
+    }
+    let (held, slot) = match admit(&guard, &opts.guard, &rid.to_string()).await {
+        Admit::Run(held, slot) => (held, slot),
         Admit::Skip(code) => return code,
     };
-    let stop = {
+    let total = opts.attempts.total();
+    let mut attempt = 1;
+    let code = loop {
+        let seat = held.as_ref().map(|h| &h.seat);
+        let (outcome, elapsed) = one_attempt(
+            opts,
+            &client,
+            command,
+            seat,
+            slot.as_ref(),
+            attempt,
+            rid,
+            lost_signal(opts, &held),
+        )
+        .await;
+        // Under `--lock-lost kill` a lock lost while the command ran stopped it
+        // (and says so); one lost after it ended changed nothing.
         let lost = match (&held, &opts.guard.lock) {
-            (Some(h), Some(lock)) if lock.lost == LockLost::Kill => Some(h.keeper.when_lost()),
+            (Some(h), Some(lock)) if lock.lost == LockLost::Warn => h.keeper.lost(),
             _ => None,
         };
-        async move {
-            match lost {
-                Some(lost) => lost.await,
-                None => std::future::pending().await,
+        let mut finish = finish_ping(&outcome, elapsed, opts.timeout, lost.as_deref(), rid);
+        finish.slot = slot.as_ref().map(|s| s.start.clone());
+        if !opts.attempts.retries_after(attempt, &outcome) {
+            report(opts, &client, &finish).await;
+            break exit_code_of(&outcome);
+        }
+        // A failed attempt that will be retried: recorded, no status change.
+        let wait = opts.attempts.wait(attempt, &mut rand::thread_rng());
+        let note = format!(
+            "attempt {attempt} of {total} failed, retrying in {:.3}s",
+            wait.as_secs_f64()
+        );
+        eprintln!("overdue run: {note}");
+        finish.retry = true;
+        finish
+            .body
+            .extend_from_slice(format!("[overdue run: {note}]\n").as_bytes());
+        report(opts, &client, &finish).await;
+        // The lock is held (and renewed) across the wait; one lost meanwhile
+        // under `--lock-lost kill` ends the run as a failure.
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            why = lost_signal(opts, &held) => {
+                eprintln!("overdue run: {why} while waiting to retry; not retrying");
+                let mut fail = Ping::of(PingKind::Fail);
+                fail.rid = Some(rid);
+                fail.slot = slot.as_ref().map(|s| s.start.clone());
+                fail.body = format!("[overdue run: {why} while waiting to retry attempt {}]\n", attempt + 1).into_bytes();
+                report(opts, &client, &fail).await;
+                break exit_code_of(&outcome).max(1);
             }
         }
+        attempt += 1;
     };
-    // The start ping goes out while the command already runs.
-    let start_task = {
-        let client = client.clone();
-        let retry = opts.retry;
-        tokio::spawn(async move { send(&client, &start_url, &start, retry).await })
+    // The seat is held (and renewed) until the outcome is recorded, so that a
+    // host taking it next sees this run's success.
+    give_back(&guard, held).await;
+    code
+}
+
+/// Resolves with the reason when the lock is lost under `--lock-lost kill`;
+/// never otherwise.
+fn lost_signal(
+    opts: &RunOptions,
+    held: &Option<Held>,
+) -> impl std::future::Future<Output = String> + 'static {
+    let lost = match (held, &opts.guard.lock) {
+        (Some(h), Some(lock)) if lock.lost == LockLost::Kill => Some(h.keeper.when_lost()),
+        _ => None,
     };
+    async move {
+        match lost {
+            Some(lost) => lost.await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// One attempt: the start ping goes out while the command already runs;
+/// returns how the command ended and how long it took.
+#[allow(clippy::too_many_arguments)]
+async fn one_attempt(
+    opts: &RunOptions,
+    client: &reqwest::Client,
+    command: &[String],
+    seat: Option<&Seat>,
+    slot: Option<&Slot>,
+    attempt: u32,
+    rid: Uuid,
+    stop: impl std::future::Future<Output = String>,
+) -> (Outcome, Duration) {
+    let start = Ping {
+        rid: Some(rid),
+        slot: slot.map(|s| s.start.clone()),
+        ..Ping::of(PingKind::Start)
+    };
+    let start_task = ping_url(&opts.target, &opts.server, &start)
+        .ok()
+        .map(|url| {
+            let client = client.clone();
+            let retry = opts.retry;
+            tokio::spawn(async move { send(&client, &url, &start, retry).await })
+        });
     let began = Instant::now();
-    let outcome =
-        process::run_command(spec(opts, command, held.as_ref().map(|h| &h.seat)), stop).await;
+    let outcome = process::run_command(spec(opts, command, seat, slot, attempt), stop).await;
     let elapsed = began.elapsed();
     // The finish ping matters more: a start still pending when the command
     // is done gets one more second, then is abandoned (it is never sent
     // after the finish).
-    let mut start_task = start_task;
-    match tokio::time::timeout(START_GRACE, &mut start_task).await {
-        Ok(Ok(Ok(_))) => {}
-        Ok(Ok(Err(e))) => eprintln!("overdue run: start ping failed: {e}"),
-        Ok(Err(_)) => eprintln!("overdue run: start ping failed"),
-        Err(_) => {
-            start_task.abort();
-            eprintln!("overdue run: start ping failed: no answer by the time the command ended");
+    if let Some(mut start_task) = start_task {
+        match tokio::time::timeout(START_GRACE, &mut start_task).await {
+            Ok(Ok(Ok(_))) => {}
+            Ok(Ok(Err(e))) => eprintln!("overdue run: start ping failed: {e}"),
+            Ok(Err(_)) => eprintln!("overdue run: start ping failed"),
+            Err(_) => {
+                start_task.abort();
+                eprintln!(
+                    "overdue run: start ping failed: no answer by the time the command ended"
+                );
+            }
         }
     }
-    // Under `--lock-lost kill` a lock lost while the command ran stopped it
-    // (and says so); one lost after it ended changed nothing.
-    let lost = match (&held, &opts.guard.lock) {
-        (Some(h), Some(lock)) if lock.lost == LockLost::Warn => h.keeper.lost(),
-        _ => None,
-    };
-    let finish = finish_ping(&outcome, elapsed, opts.timeout, lost.as_deref(), rid);
-    match ping_url(&opts.target, &opts.server, &finish) {
+    (outcome, elapsed)
+}
+
+/// Sends an attempt's outcome ping, saying on stderr when it cannot.
+async fn report(opts: &RunOptions, client: &reqwest::Client, ping: &Ping) {
+    match ping_url(&opts.target, &opts.server, ping) {
         Ok(url) => {
-            if let Err(e) = send(&client, &url, &finish, opts.retry).await {
+            if let Err(e) = send(client, &url, ping, opts.retry).await {
                 eprintln!("overdue run: exit-status ping failed: {e}");
             }
         }
         Err(e) => eprintln!("overdue run: {e}"),
     }
-    // The seat is held (and renewed) until the outcome is recorded, so that a
-    // host taking it next sees this run's success.
-    give_back(&guard, held).await;
-    exit_code_of(&outcome)
 }
 
 /// Asks the server what the guard's flags require: the lock first, then
@@ -183,9 +273,10 @@ async fn admit(guard: &Guard, opts: &GuardOptions, nonce: &str) -> Admit {
             }
         }
     }
+    let mut slot = None;
     if opts.once {
         match guard.due().await {
-            Ok(Due::Yes) => {}
+            Ok(Due::Yes(s)) => slot = s,
             Ok(Due::No(reason)) => {
                 record_skip(guard, &reason).await;
                 give_back(guard, held).await;
@@ -218,7 +309,17 @@ async fn admit(guard: &Guard, opts: &GuardOptions, nonce: &str) -> Admit {
         give_back(guard, held).await;
         return Admit::Skip(0);
     }
-    Admit::Run(held)
+    if !opts.once {
+        // Not asked yet: the slot this run is for, for the command's
+        // idempotency key. Without an answer the command runs without it.
+        match guard.current_slot(SLOT_ASK).await {
+            Ok(s) => slot = s,
+            Err(Unanswered::Refused(e) | Unanswered::Unreachable(e)) => eprintln!(
+                "overdue run: the server cannot name this run's slot ({e}); running the command without {SLOT_ENV}"
+            ),
+        }
+    }
+    Admit::Run(held, slot)
 }
 
 /// `--if-unreachable` when the server gave no answer: whether to go on
@@ -268,12 +369,20 @@ fn spec<'a>(
     opts: &'a RunOptions,
     command: &'a [String],
     seat: Option<&Seat>,
+    slot: Option<&Slot>,
+    attempt: u32,
 ) -> process::Command<'a> {
+    let mut env = vec![(ATTEMPT_ENV.to_string(), attempt.to_string())];
+    if let Some(s) = seat {
+        env.push((TOKEN_ENV.to_string(), s.token.to_string()));
+    }
+    if let Some(s) = slot {
+        env.push((SLOT_ENV.to_string(), s.start.clone()));
+        env.push((SLOT_KEY_ENV.to_string(), s.key.clone()));
+    }
     process::Command {
         argv: command,
-        env: seat
-            .map(|s| vec![(TOKEN_ENV.to_string(), s.token.to_string())])
-            .unwrap_or_default(),
+        env,
         items_from: opts.items_from.as_ref(),
         tail: opts.tail,
         timeout: opts.timeout,
@@ -334,10 +443,10 @@ fn finish_ping(
     let mut body = outcome.tail.bytes();
     body.extend_from_slice(format!("\n[overdue run: {note}]\n").as_bytes());
     Ping {
-        kind,
         items: outcome.items,
         rid: Some(rid),
         body,
+        ..Ping::of(kind)
     }
 }
 
