@@ -223,6 +223,9 @@ pub async fn run_with_metrics_listener(
         workers_stop.clone(),
     ));
 
+    // The slot ledger follows what each fold recorded (SPEC §14).
+    let (ledger_worker, ledger) = crate::workers::ledger::new(store.clone(), metrics.clone());
+    tracker.spawn(ledger_worker.run(workers_stop.clone(), leader.clone()));
     let ingest = Ingest::start(
         store.clone(),
         config.ping_batch_max,
@@ -230,6 +233,7 @@ pub async fn run_with_metrics_listener(
         workers_stop.clone(),
         evaluator_handle.clone(),
         leader.clone(),
+        Some(ledger),
     )
     .await
     .context("cannot load checks")?;

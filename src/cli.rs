@@ -137,6 +137,25 @@ pub struct RunArgs {
     /// The longest wait between two attempts, however many failed.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration_arg)]
     pub retry_max_delay: std::time::Duration,
+    /// With --once: run only the newest due slot (latest), or once for
+    /// every open slot in --catch-up-window, oldest first, each with its
+    /// own OVERDUE_SLOT (each; the first failure stops the pass).
+    #[arg(long, value_name = "MODE", value_enum, default_value = "latest")]
+    pub catch_up: CatchUp,
+    /// How far back --catch-up each looks for open slots.
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = parse_positive_duration)]
+    pub catch_up_window: std::time::Duration,
+    /// The most slots one --catch-up each invocation runs (1 to 1000).
+    #[arg(long, value_name = "N", default_value_t = 24,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub catch_up_limit: u32,
+    /// Run for this slot (its start, RFC 3339), by hand: a failed or missed
+    /// slot, or any with --force.
+    #[arg(long, value_name = "TIME", value_parser = parse_slot_arg, conflicts_with = "once")]
+    pub slot: Option<String>,
+    /// With --slot: run even if the slot is done.
+    #[arg(long, requires = "slot")]
+    pub force: bool,
     /// The failures that are retried: exit statuses and "timeout",
     /// comma-separated (75 is EX_TEMPFAIL); any other failure is final.
     #[arg(long, value_name = "LIST", default_value = "75", value_parser = crate::client::attempts::RetryOn::parse)]
@@ -446,10 +465,34 @@ async fn run(args: RunArgs) -> i32 {
     crate::client::run(&opts, &args.command).await
 }
 
+/// `--catch-up`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CatchUp {
+    Latest,
+    Each,
+}
+
+/// A slot named on the command line, as the server names slots (RFC 3339 UTC).
+fn parse_slot_arg(text: &str) -> Result<String, String> {
+    crate::domain::slots::parse(text).map(crate::domain::slots::rfc3339)
+}
+
 /// The job guard's flags of `overdue run`, with their defaults filled in.
 fn guard_options(args: &RunArgs) -> crate::client::guard::GuardOptions {
-    use crate::client::guard::{default_holder, GuardOptions, IfUnreachable, LockOptions};
+    use crate::client::guard::{default_holder, GuardOptions, IfUnreachable, LockOptions, Pick};
+    let pick = match (&args.slot, args.catch_up) {
+        (Some(at), _) => Pick::Slot {
+            at: at.clone(),
+            force: args.force,
+        },
+        (None, CatchUp::Each) => Pick::Each {
+            window: args.catch_up_window,
+            limit: args.catch_up_limit,
+        },
+        (None, CatchUp::Latest) => Pick::Latest,
+    };
     GuardOptions {
+        pick,
         once: args.once,
         lock: args.lock.then(|| LockOptions {
             ttl: args.lock_ttl,

@@ -510,6 +510,7 @@ async fn build(config: Config, tracker: &TaskTracker, stop: &CancellationToken) 
         stop.clone(),
         evaluator_handle.clone(),
         always_leader(),
+        None,
     )
     .await
     .expect("the fuzz server's ingest starts");

@@ -502,6 +502,7 @@ fn concrete(path: &str, check: &str) -> String {
         path.replace("{check}", check)
             .replace("{n}", "1")
             .replace("{id}", "no-such-id")
+            .replace("{slot}", "2026-12-05T03:00:00Z")
     )
 }
 
@@ -607,6 +608,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/checks/{check}/flips"),
     ("GET", "/checks/{check}/incidents"),
     ("GET", "/checks/{check}/events"),
+    ("GET", "/checks/{check}/slots"),
+    ("POST", "/checks/{check}/slots/{slot}/resolve"),
+    ("GET", "/slots"),
     ("GET", "/notifications"),
     ("GET", "/notifications/{id}"),
     ("GET", "/silences"),

@@ -62,12 +62,26 @@ pub struct LockOptions {
     pub holder: String,
 }
 
+/// Which slots a run does (SPEC §14).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pick {
+    /// `--catch-up latest`: the newest due slot only; older open slots stay
+    /// recorded as missed or failed.
+    Latest,
+    /// `--catch-up each`: every open slot in the window, oldest first, at
+    /// most `limit`, each with its own key.
+    Each { window: Duration, limit: u32 },
+    /// `--slot T`: that slot, by hand; a done one only with `force`.
+    Slot { at: String, force: bool },
+}
+
 /// The guard's flags of `overdue run`.
 #[derive(Debug, Clone)]
 pub struct GuardOptions {
     pub once: bool,
     pub lock: Option<LockOptions>,
     pub if_unreachable: IfUnreachable,
+    pub pick: Pick,
 }
 
 impl GuardOptions {
@@ -77,6 +91,7 @@ impl GuardOptions {
             once: false,
             lock: None,
             if_unreachable: IfUnreachable::Run,
+            pick: Pick::Latest,
         }
     }
 
@@ -104,8 +119,8 @@ pub fn default_holder() -> String {
 /// A call to one of the guard's endpoints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call<'a> {
-    /// `GET …/due`
-    Due,
+    /// `GET …/due`, for the slots `Pick` wants.
+    Due(&'a Pick),
     /// `POST …/lock`: take a seat (its `nonce` makes a retried acquire
     /// get back the seat its first attempt took), or renew the seat of `token`.
     Lock {
@@ -121,7 +136,18 @@ pub enum Call<'a> {
 /// The URL of a guard call on a target (a ping URL or a UUID on `server`).
 pub fn call_url(target: &str, server: &str, call: &Call) -> Result<String, String> {
     match call {
-        Call::Due => endpoint_url(target, server, "/due", &[]),
+        Call::Due(pick) => {
+            let params = match pick {
+                Pick::Latest => Vec::new(),
+                Pick::Each { window, limit } => vec![
+                    ("catch_up", "each".to_string()),
+                    ("window", format!("{}ms", window.as_millis())),
+                    ("limit", limit.to_string()),
+                ],
+                Pick::Slot { at, .. } => vec![("slot", at.clone())],
+            };
+            endpoint_url(target, server, "/due", &params)
+        }
         Call::Lock {
             holder,
             ttl,
@@ -217,8 +243,9 @@ pub struct Slot {
 /// The server's answer to `due`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Due {
-    /// Due: run it, for this slot (none when the check has no slot yet).
-    Yes(Option<Slot>),
+    /// Due: run it, once per slot listed, oldest first (one run without a
+    /// slot when the check has none yet).
+    Yes(Vec<Slot>),
     /// Not due, with the skip reason.
     No(String),
 }
@@ -261,6 +288,15 @@ struct DueAnswer {
     slot: Option<String>,
     #[serde(default)]
     slot_key: Option<String>,
+    /// `catch_up=each`: the open slots, oldest first.
+    #[serde(default)]
+    open: Option<Vec<OpenSlot>>,
+}
+
+#[derive(Deserialize)]
+struct OpenSlot {
+    slot: String,
+    key: String,
 }
 
 impl DueAnswer {
@@ -269,6 +305,20 @@ impl DueAnswer {
             start: self.slot.clone()?,
             key: self.slot_key.clone()?,
         })
+    }
+
+    /// The slots to run, oldest first.
+    fn slots(&self) -> Vec<Slot> {
+        match &self.open {
+            Some(open) if !open.is_empty() => open
+                .iter()
+                .map(|o| Slot {
+                    start: o.slot.clone(),
+                    key: o.key.clone(),
+                })
+                .collect(),
+            _ => self.slot().into_iter().collect(),
+        }
     }
 }
 
@@ -321,10 +371,18 @@ impl Guard {
 
     /// Asks whether the check's slot is due. `Err` when the server cannot
     /// answer, or refuses (an unknown check).
-    pub async fn due(&self) -> Result<Due, Unanswered> {
-        let answer = self.ask_due(self.retry).await?;
+    pub async fn due(&self, pick: &Pick) -> Result<Due, Unanswered> {
+        let answer = self.ask_due(pick, self.retry).await?;
+        if let Pick::Slot { at, force } = pick {
+            if !answer.due && !force {
+                return Err(Unanswered::Refused(format!(
+                    "the slot {at} is done; give --force to run it again"
+                )));
+            }
+            return Ok(Due::Yes(answer.slot().into_iter().collect()));
+        }
         if answer.due {
-            return Ok(Due::Yes(answer.slot()));
+            return Ok(Due::Yes(answer.slots()));
         }
         let reason = answer.reason.as_deref().unwrap_or("done");
         Ok(Due::No(not_due_reason(reason, answer.slot.as_deref())))
@@ -333,11 +391,11 @@ impl Guard {
     /// The current slot, whether due or not, trying as `retry` says: what a
     /// run without `--once` is for.
     pub async fn current_slot(&self, retry: Retry) -> Result<Option<Slot>, Unanswered> {
-        Ok(self.ask_due(retry).await?.slot())
+        Ok(self.ask_due(&Pick::Latest, retry).await?.slot())
     }
 
-    async fn ask_due(&self, retry: Retry) -> Result<DueAnswer, Unanswered> {
-        let url = self.url(&Call::Due).map_err(Unanswered::Refused)?;
+    async fn ask_due(&self, pick: &Pick, retry: Retry) -> Result<DueAnswer, Unanswered> {
+        let url = self.url(&Call::Due(pick)).map_err(Unanswered::Refused)?;
         let (status, text) = exchange(&self.client, reqwest::Method::GET, &url, b"", retry)
             .await
             .map_err(Unanswered::Unreachable)?;
@@ -534,7 +592,7 @@ mod tests {
     #[test]
     fn guard_urls_for_a_uuid() {
         assert_eq!(
-            call_url(U, "http://h:1/", &Call::Due).unwrap(),
+            call_url(U, "http://h:1/", &Call::Due(&Pick::Latest)).unwrap(),
             format!("http://h:1/ping/{U}/due")
         );
         let lock = Call::Lock {
@@ -561,14 +619,14 @@ mod tests {
             call_url(U, "http://h:1", &Call::Unlock { token: 7 }).unwrap(),
             format!("http://h:1/ping/{U}/unlock?token=7")
         );
-        assert!(call_url("nope", "http://h:1", &Call::Due).is_err());
+        assert!(call_url("nope", "http://h:1", &Call::Due(&Pick::Latest)).is_err());
     }
 
     #[test]
     fn guard_urls_for_a_slug_url_with_a_query() {
         let t = "https://x/ping/key/nightly?create=1";
         assert_eq!(
-            call_url(t, "", &Call::Due).unwrap(),
+            call_url(t, "", &Call::Due(&Pick::Latest)).unwrap(),
             "https://x/ping/key/nightly/due?create=1"
         );
         let lock = Call::Lock {
@@ -587,7 +645,12 @@ mod tests {
         );
         // A full URL ignores the server.
         assert_eq!(
-            call_url("http://a/ping/key/s/", "http://other", &Call::Due).unwrap(),
+            call_url(
+                "http://a/ping/key/s/",
+                "http://other",
+                &Call::Due(&Pick::Latest)
+            )
+            .unwrap(),
             "http://a/ping/key/s/due"
         );
     }

@@ -10,7 +10,8 @@ use uuid::Uuid;
 
 use super::attempts::Attempts;
 use super::guard::{
-    Acquire, Due, Guard, GuardOptions, IfUnreachable, Keeper, LockLost, Seat, Slot, Unanswered,
+    Acquire, Due, Guard, GuardOptions, IfUnreachable, Keeper, LockLost, Pick, Seat, Slot,
+    Unanswered,
 };
 use super::process::{self, End, Outcome, EXIT_TIMED_OUT};
 use super::{http, ping_url, send, Ping, PingKind, Retry};
@@ -68,8 +69,9 @@ struct Held {
 /// What the guard decided before the command.
 #[derive(Debug)]
 enum Admit {
-    /// Run, holding a seat if any, for the slot the server named if any.
-    Run(Option<Held>, Option<Slot>),
+    /// Run, holding a seat if any, once for each slot the server named
+    /// (oldest first), or once without a slot.
+    Run(Option<Held>, Vec<Slot>),
     /// Do not run; exit with this code.
     Skip(i32),
 }
@@ -87,7 +89,6 @@ pub async fn run(opts: &RunOptions, command: &[String]) -> i32 {
         server: opts.server.clone(),
         retry: opts.retry,
     };
-    let rid = Uuid::new_v4();
     if let Err(e) = ping_url(&opts.target, &opts.server, &Ping::of(PingKind::Start)) {
         // A typo, not an outage: whatever --if-unreachable says.
         if opts.guard.guarded() {
@@ -99,36 +100,84 @@ pub async fn run(opts: &RunOptions, command: &[String]) -> i32 {
             process::run_command(spec(opts, command, None, None, 1), std::future::pending()).await;
         return exit_code_of(&outcome);
     }
-    let (held, slot) = match admit(&guard, &opts.guard, &rid.to_string()).await {
-        Admit::Run(held, slot) => (held, slot),
+    let (held, slots) = match admit(&guard, &opts.guard, &Uuid::new_v4().to_string()).await {
+        Admit::Run(held, slots) => (held, slots),
         Admit::Skip(code) => return code,
     };
+    // One run per slot, oldest first; the first that fails stops the pass
+    // (a later invocation resumes there). No slot: one run without one.
+    let mut code = 0;
+    let runs: Vec<Option<&Slot>> = if slots.is_empty() {
+        vec![None]
+    } else {
+        slots.iter().map(Some).collect()
+    };
+    let count = runs.len();
+    for (i, slot) in runs.into_iter().enumerate() {
+        if count > 1 {
+            eprintln!(
+                "overdue run: catching up slot {} of {count}: {}",
+                i + 1,
+                slot.map_or("-", |s| s.start.as_str())
+            );
+        }
+        code = run_slot(opts, &client, command, &held, slot).await;
+        if code != 0 {
+            if i + 1 < count {
+                eprintln!(
+                    "overdue run: the slot failed; the {} later open slot(s) wait for the next invocation",
+                    count - i - 1
+                );
+            }
+            break;
+        }
+        if held.as_ref().is_some_and(|h| h.keeper.lost().is_some()) {
+            eprintln!("overdue run: the lock was lost; not running the later slots");
+            break;
+        }
+    }
+    // The seat is held (and renewed) until the outcome is recorded, so that a
+    // host taking it next sees this run's success.
+    give_back(&guard, held).await;
+    code
+}
+
+/// Runs the command for one slot, retrying as `--retries` says; the last
+/// attempt's exit code.
+async fn run_slot(
+    opts: &RunOptions,
+    client: &reqwest::Client,
+    command: &[String],
+    held: &Option<Held>,
+    slot: Option<&Slot>,
+) -> i32 {
+    let rid = Uuid::new_v4();
     let total = opts.attempts.total();
     let mut attempt = 1;
-    let code = loop {
+    loop {
         let seat = held.as_ref().map(|h| &h.seat);
         let (outcome, elapsed) = one_attempt(
             opts,
-            &client,
+            client,
             command,
             seat,
-            slot.as_ref(),
+            slot,
             attempt,
             rid,
-            lost_signal(opts, &held),
+            lost_signal(opts, held),
         )
         .await;
         // Under `--lock-lost kill` a lock lost while the command ran stopped it
         // (and says so); one lost after it ended changed nothing.
-        let lost = match (&held, &opts.guard.lock) {
+        let lost = match (held, &opts.guard.lock) {
             (Some(h), Some(lock)) if lock.lost == LockLost::Warn => h.keeper.lost(),
             _ => None,
         };
         let mut finish = finish_ping(&outcome, elapsed, opts.timeout, lost.as_deref(), rid);
-        finish.slot = slot.as_ref().map(|s| s.start.clone());
+        finish.slot = slot.map(|s| s.start.clone());
         if !opts.attempts.retries_after(attempt, &outcome) {
-            report(opts, &client, &finish).await;
-            break exit_code_of(&outcome);
+            report(opts, client, &finish).await;
+            return exit_code_of(&outcome);
         }
         // A failed attempt that will be retried: recorded, no status change.
         let wait = opts.attempts.wait(attempt, &mut rand::thread_rng());
@@ -141,27 +190,23 @@ pub async fn run(opts: &RunOptions, command: &[String]) -> i32 {
         finish
             .body
             .extend_from_slice(format!("[overdue run: {note}]\n").as_bytes());
-        report(opts, &client, &finish).await;
+        report(opts, client, &finish).await;
         // The lock is held (and renewed) across the wait; one lost meanwhile
         // under `--lock-lost kill` ends the run as a failure.
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
-            why = lost_signal(opts, &held) => {
+            why = lost_signal(opts, held) => {
                 eprintln!("overdue run: {why} while waiting to retry; not retrying");
                 let mut fail = Ping::of(PingKind::Fail);
                 fail.rid = Some(rid);
-                fail.slot = slot.as_ref().map(|s| s.start.clone());
+                fail.slot = slot.map(|s| s.start.clone());
                 fail.body = format!("[overdue run: {why} while waiting to retry attempt {}]\n", attempt + 1).into_bytes();
-                report(opts, &client, &fail).await;
-                break exit_code_of(&outcome).max(1);
+                report(opts, client, &fail).await;
+                return exit_code_of(&outcome).max(1);
             }
         }
         attempt += 1;
-    };
-    // The seat is held (and renewed) until the outcome is recorded, so that a
-    // host taking it next sees this run's success.
-    give_back(&guard, held).await;
-    code
+    }
 }
 
 /// Resolves with the reason when the lock is lost under `--lock-lost kill`;
@@ -273,10 +318,12 @@ async fn admit(guard: &Guard, opts: &GuardOptions, nonce: &str) -> Admit {
             }
         }
     }
-    let mut slot = None;
-    if opts.once {
-        match guard.due().await {
-            Ok(Due::Yes(s)) => slot = s,
+    let mut slots = Vec::new();
+    // --catch-up each and --slot ask for their slots as --once does.
+    let named = !matches!(opts.pick, Pick::Latest);
+    if opts.once || named {
+        match guard.due(&opts.pick).await {
+            Ok(Due::Yes(s)) => slots = s,
             Ok(Due::No(reason)) => {
                 record_skip(guard, &reason).await;
                 give_back(guard, held).await;
@@ -309,17 +356,17 @@ async fn admit(guard: &Guard, opts: &GuardOptions, nonce: &str) -> Admit {
         give_back(guard, held).await;
         return Admit::Skip(0);
     }
-    if !opts.once {
+    if !opts.once && !named {
         // Not asked yet: the slot this run is for, for the command's
         // idempotency key. Without an answer the command runs without it.
         match guard.current_slot(SLOT_ASK).await {
-            Ok(s) => slot = s,
+            Ok(s) => slots = s.into_iter().collect(),
             Err(Unanswered::Refused(e) | Unanswered::Unreachable(e)) => eprintln!(
                 "overdue run: the server cannot name this run's slot ({e}); running the command without {SLOT_ENV}"
             ),
         }
     }
-    Admit::Run(held, slot)
+    Admit::Run(held, slots)
 }
 
 /// `--if-unreachable` when the server gave no answer: whether to go on

@@ -41,6 +41,8 @@ pub struct Measures {
     /// The job guard's lock seats held now (not measured from the summary:
     /// the caller fills it in).
     pub locks_held: i64,
+    /// Open dead-letter slots (SPEC §14; the caller fills it in).
+    pub dead_letter_slots: i64,
 }
 
 impl Measures {
@@ -114,6 +116,7 @@ pub fn measure(
         last_duration: summary.last_duration_ms.map(Duration::milliseconds),
         overlaps: summary.overlaps,
         locks_held: 0,
+        dead_letter_slots: 0,
     }
 }
 

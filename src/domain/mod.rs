@@ -8,6 +8,7 @@ pub mod evaluate; // evaluate(rules, summary, now): the status and the next inst
 pub mod explain; // a check's effective schedule in words, for `config check` and the dashboard
 pub mod fold; // what a ping means: the fold's rules, shared by the writers and the readers
 pub mod guard; // the job guard: whether a slot is due, lock TTLs, skip reasons
+pub mod ledger; // the slot ledger: what became of each slot (pings in, exception rows and a mark out)
 pub mod measure; // the per-check metrics measured from a summary at `now`
 pub mod name; // how a check is named where its uuid (a capability) must not show: slug or unique_key
 pub mod overlap; // when a check carries an overlap alert

@@ -221,6 +221,37 @@ impl CronSchedule {
         self.fixed_time
     }
 
+    /// How many wall-clock matches the fire time `fire` stands for: one,
+    /// except for a fixed-time expression's first fire after a
+    /// spring-forward gap, which stands for every match in the gap (and its
+    /// own, if it matches). Debian's cron daemon runs each of them in the
+    /// first minute after the gap (SPEC §14), where overdue's schedule has
+    /// one fire.
+    pub fn matches_at(&self, fire: DateTime<Utc>) -> u32 {
+        if !self.fixed_time {
+            return 1;
+        }
+        let to = fire.with_timezone(&self.tz).naive_local();
+        let from = (fire - Duration::seconds(1))
+            .with_timezone(&self.tz)
+            .naive_local();
+        if to - from <= Duration::seconds(1) {
+            return 1;
+        }
+        let mut n = 0u32;
+        let mut cur = from;
+        for _ in 0..MAX_STEPS {
+            match self.cron.find_next_occurrence(&cur, false) {
+                Ok(m) if m <= to => {
+                    n += 1;
+                    cur = m;
+                }
+                _ => break,
+            }
+        }
+        n.max(1)
+    }
+
     /// Fixed-time: walk the wall-clock matches in order and map each to its instant
     /// (overlap: first occurrence; gap: end of the gap). That map never decreases, so the
     /// first mapped instant past `after` is the answer.
@@ -777,6 +808,27 @@ mod tests {
             fires("0 0 29 2 +MON", "UTC", "2025-01-01T00:00:00Z", 1),
             ["2044-02-29T00:00:00Z"]
         );
+    }
+
+    #[test]
+    fn a_fire_after_a_spring_forward_gap_stands_for_every_match_in_it() {
+        // Measured under libfaketime with Debian's cron 3.0pl1-162: in
+        // Berlin on 2026-03-29, `0-59/10 2 * * *` ran 6 times at 03:00 CEST.
+        let at = |expr: &str, fire: &str| {
+            CronSchedule::parse(expr, "Europe/Berlin")
+                .unwrap()
+                .matches_at(utc(fire))
+        };
+        let gap_end = "2026-03-29T01:00:00Z";
+        assert_eq!(at("0-59/10 2 * * *", gap_end), 6);
+        assert_eq!(at("30 2 * * *", gap_end), 1);
+        // 03:00 itself matches, and nothing in the gap does.
+        assert_eq!(at("0 3 * * *", gap_end), 1);
+        // 02:30 in the gap and 03:00 itself.
+        assert_eq!(at("0,30 2,3 * * *", gap_end), 3);
+        // An ordinary night, and a wildcard hour (real time): one each.
+        assert_eq!(at("0-59/10 2 * * *", "2026-03-30T00:00:00Z"), 1);
+        assert_eq!(at("*/10 * * * *", gap_end), 1);
     }
 
     #[test]

@@ -60,6 +60,7 @@ pub fn v1() -> (axum::Router<AppState>, OpenApiDoc) {
     modifiers(&Security),
     tags(
         (name = "checks", description = "Checks, their pings, runs, flips, incidents and events"),
+        (name = "slots", description = "The slot ledger: what became of each schedule slot, dead letters, resolving by hand"),
         (name = "alerting", description = "Notifications, silences, receivers and routes"),
         (name = "server", description = "Status, API keys and configuration reload"),
     )

@@ -38,6 +38,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(pause_check))
         .routes(routes!(resume_check))
         .merge(super::history::router())
+        .merge(super::slots::router())
 }
 
 /// One active-hours window.

@@ -11,6 +11,7 @@ use super::AppState;
 use crate::clock;
 use crate::domain::evaluate::{instant, Rules};
 use crate::domain::guard::{default_lock_ttl, due, parse_lock_ttl, MAX_HOLDER};
+use crate::domain::ledger::{self, SlotState};
 use crate::domain::name::public_name;
 use crate::domain::slots;
 use crate::log_throttle::Throttled;
@@ -135,7 +136,10 @@ pub async fn answer(
         return r;
     }
     let result = match op {
-        GuardOp::Due => due_answer(state, check_id, named).await,
+        GuardOp::Due => match parse_due_query(query) {
+            Ok(q) => due_answer(state, check_id, named, q).await,
+            Err(e) => Ok(bad_request(e)),
+        },
         GuardOp::Lock => match parse_lock_query(query) {
             Ok(q) => lock(state, check_id, q, peer).await,
             Err(e) => Ok(bad_request(e)),
@@ -173,10 +177,60 @@ async fn rules_of(state: &AppState, check_id: i64) -> Result<(Rules, Option<i64>
     Ok((rules, check.summary.last_success_at))
 }
 
+/// What `due` may be asked besides the current slot (SPEC §14).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct DueQuery {
+    /// `catch_up=each`: list the open slots in the window, oldest first.
+    each: bool,
+    window_ms: Option<i64>,
+    limit: Option<usize>,
+    /// `slot=T`: is this slot open (for `overdue run --slot`)?
+    slot: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// The longest catch-up window, and the most slots one answer lists.
+const MAX_WINDOW: std::time::Duration = std::time::Duration::from_secs(366 * 86_400);
+const MAX_OPEN: usize = 1_000;
+
+fn parse_due_query(query: Option<&str>) -> Result<DueQuery, String> {
+    let mut q = DueQuery::default();
+    for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match key.as_ref() {
+            "catch_up" => match value.as_ref() {
+                "each" => q.each = true,
+                "latest" => q.each = false,
+                other => return Err(format!("catch_up: {other:?} is neither latest nor each")),
+            },
+            "window" => {
+                let d = crate::domain::check::parse_duration(&value)
+                    .map_err(|e| format!("window: {e}"))?;
+                if d.is_zero() || d > MAX_WINDOW {
+                    return Err("window: from 1s to 366days".to_string());
+                }
+                q.window_ms = Some(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            }
+            "limit" => {
+                q.limit = Some(
+                    value
+                        .trim()
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| (1..=MAX_OPEN).contains(n))
+                        .ok_or_else(|| format!("limit: from 1 to {MAX_OPEN}"))?,
+                )
+            }
+            "slot" => q.slot = Some(slots::parse(&value).map_err(|e| format!("slot: {e}"))?),
+            _ => {}
+        }
+    }
+    Ok(q)
+}
+
 async fn due_answer(
     state: &AppState,
     check_id: i64,
     named: Named<'_>,
+    q: DueQuery,
 ) -> Result<Response, StoreError> {
     let check = state
         .store
@@ -191,18 +245,74 @@ async fn due_answer(
         Named::Uuid(uuid) => public_name(check.spec.slug.as_deref(), uuid),
     };
     let at = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| rfc3339(t.timestamp_millis()));
-    Ok(reply(
-        StatusCode::OK,
-        json!({
-            "due": d.due,
-            "reason": d.reason.as_str(),
-            "slot": d.slot.map(slots::rfc3339),
-            "slot_key": d.slot.map(|s| slots::key(&name, s)),
-            "last_success": at(d.last_success),
-            "next_due": at(d.next_due),
-            "quiet": d.quiet,
-        }),
-    ))
+    let mut body = json!({
+        "due": d.due,
+        "reason": d.reason.as_str(),
+        "slot": d.slot.map(slots::rfc3339),
+        "slot_key": d.slot.map(|s| slots::key(&name, s)),
+        "last_success": at(d.last_success),
+        "next_due": at(d.next_due),
+        "quiet": d.quiet,
+    });
+    let now_ms = now.timestamp_millis();
+    let listed = |rules| super::slots::Listed {
+        id: check_id,
+        rules,
+        paused: check.paused,
+        created_at: None,
+    };
+    if let Some(t) = q.slot {
+        // One slot, named: its state, and whether a run for it is wanted.
+        if slots::slot_at(&rules.expect, t) != Some(t) {
+            return Ok(bad_request(format!(
+                "slot: {} is not the start of a slot of this check's schedule",
+                slots::rfc3339(t)
+            )));
+        }
+        let (records, _) =
+            super::slots::slots_of(state, listed(&rules), Some(t), t, now_ms).await?;
+        let st = records.first().map_or(SlotState::Pending, |r| r.state);
+        body["slot"] = json!(slots::rfc3339(t));
+        body["slot_key"] = json!(slots::key(&name, t));
+        body["slot_state"] = json!(st.as_str());
+        body["due"] = json!(!matches!(
+            st,
+            SlotState::Done | SlotState::Resolved | SlotState::Quiet
+        ));
+        body["reason"] = json!(if matches!(st, SlotState::Done | SlotState::Resolved) {
+            "done"
+        } else {
+            "due"
+        });
+    } else if q.each {
+        // Every open slot in the window, oldest first: dead letters, and
+        // the current slot while it is due.
+        let window = q.window_ms.unwrap_or(7 * 86_400_000);
+        let from = instant(now_ms.saturating_sub(window));
+        let (records, _) = super::slots::slots_of(state, listed(&rules), from, now, now_ms).await?;
+        let current = d.slot.map(|s| s.timestamp_millis());
+        let mut open: Vec<serde_json::Value> = records
+            .iter()
+            .rev()
+            .filter(|r| {
+                r.state.is_dead_letter()
+                    || (Some(r.slot) == current && d.due && r.state != SlotState::Running)
+            })
+            .map(|r| {
+                let t = ledger::slot_text(r.slot);
+                json!({"slot": t, "key": format!("{name}@{t}"), "state": r.state.as_str()})
+            })
+            .collect();
+        let total = open.len();
+        open.truncate(q.limit.unwrap_or(24));
+        body["open"] = json!(open);
+        body["open_total"] = json!(total);
+        if total > 0 && !d.quiet {
+            body["due"] = json!(true);
+            body["reason"] = json!("due");
+        }
+    }
+    Ok(reply(StatusCode::OK, body))
 }
 
 async fn lock(

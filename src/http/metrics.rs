@@ -141,6 +141,13 @@ async fn per_check(state: &AppState, now: i64) -> Result<Vec<Row>, String> {
             .await
             .map_err(|e| format!("cannot read the job guard's locks: {e:#}"))?,
     );
+    let dead = Arc::new(
+        state
+            .store
+            .dead_letter_counts()
+            .await
+            .map_err(|e| format!("cannot read the slot ledger: {e:#}"))?,
+    );
     let started = std::time::Instant::now();
     let (mut pages, mut waited, mut longest) = (0u32, Duration::ZERO, Duration::ZERO);
     let mut out = Vec::new();
@@ -171,11 +178,12 @@ async fn per_check(state: &AppState, now: i64) -> Result<Vec<Row>, String> {
         pages += 1;
         waited += wait;
         longest = longest.max(wait);
-        let (spans, locks) = (spans.clone(), locks.clone());
-        let page_rows =
-            tokio::task::spawn_blocking(move || rows(selected, states, &spans, &locks, now))
-                .await
-                .map_err(|e| e.to_string())?;
+        let (spans, locks, dead) = (spans.clone(), locks.clone(), dead.clone());
+        let page_rows = tokio::task::spawn_blocking(move || {
+            rows(selected, states, &spans, (&locks, &dead), now)
+        })
+        .await
+        .map_err(|e| e.to_string())?;
         out.extend(page_rows);
     }
     tracing::debug!(

@@ -30,6 +30,7 @@ pub mod metrics; // /metrics, optionally on its own listener and behind a token
 pub mod ping; // the healthchecks.io-compatible ping endpoint
 pub mod rate_limit; // the ping rate limiters
 pub mod serve; // the HTTP server: timeouts, graceful shutdown
+pub mod slots; // the slot ledger under /api/v1: slots of a check, dead letters across checks, resolve
 pub mod snooze; // snooze from the job side: a silence for one check, beside the ping URLs
 pub mod ui; // the server-rendered dashboard
 pub mod v3; // the healthchecks.io v3 API subset

@@ -94,12 +94,13 @@ fn push_label(out: &mut String, key: &str, value: &str) {
 
 /// Measures the selected checks the evaluator holds (both lists in id order;
 /// checks it does not hold, e.g. just deleted, are left out), with the lock
-/// seats each holds (`locks`, by check id).
+/// seats each holds and its open dead-letter slots (`locks` and
+/// `dead_letters`, by check id).
 pub fn rows(
     selected: Vec<Selected>,
     states: Vec<CheckState>,
     observed: &Observation,
-    locks: &HashMap<i64, i64>,
+    (locks, dead_letters): (&HashMap<i64, i64>, &HashMap<i64, i64>),
     now: DateTime<Utc>,
 ) -> Vec<Row> {
     let mut states = states.into_iter().peekable();
@@ -120,6 +121,7 @@ pub fn rows(
             now,
         );
         m.locks_held = locks.get(&s.id).copied().unwrap_or(0);
+        m.dead_letter_slots = dead_letters.get(&s.id).copied().unwrap_or(0);
         out.push(Row {
             labels: s.labels,
             m,
@@ -255,6 +257,13 @@ const FAMILIES: &[Family] = &[
         kind: "gauge",
         help: "Lock seats of the job guard held now (at most max_instances).",
         value: |m| Some(Value::Int(m.locks_held)),
+    },
+    Family {
+        name: "overdue_check_dead_letter_slots",
+        kind: "gauge",
+        help: "Open dead-letter slots: failed or missed, not yet run again \
+               successfully nor resolved by hand (SPEC §14).",
+        value: |m| Some(Value::Int(m.dead_letter_slots)),
     },
 ];
 
@@ -439,7 +448,7 @@ mod tests {
             selected,
             vec![state(1), state(3)],
             &Observation::default(),
-            &HashMap::new(),
+            (&HashMap::new(), &HashMap::new()),
             Utc::now(),
         );
         let labels: Vec<&str> = rows.iter().map(|r| &*r.labels).collect();
@@ -456,7 +465,7 @@ mod tests {
             select(page, &settings(&[], "")),
             states,
             &Observation::default(),
-            &HashMap::new(),
+            (&HashMap::new(), &HashMap::new()),
             Utc::now(),
         );
         let e = Exposition::new(b"# head\n".to_vec(), rows);
@@ -479,7 +488,7 @@ mod tests {
         }
         assert_eq!(
             seen.len(),
-            1 + 8,
+            1 + 9,
             "families with values for new checks: {seen:?}"
         );
         assert!(text.contains("overdue_check_status{check=\"c7\",name=\"N\",status=\"new\"} 1\n"));

@@ -61,6 +61,8 @@ pub struct Metrics {
     pings_by_kind: [IntCounter; 6],
     /// Skips recorded (`overdue_skips_total{reason}`), by [`skip_class`].
     skips: IntCounterVec,
+    /// Slots ended (`overdue_slots_ended_total{state}`).
+    slots_ended: IntCounterVec,
     ping_rejected: IntCounterVec,
     notifications: IntCounterVec,
     notification_queue: IntGauge,
@@ -105,6 +107,18 @@ impl Metrics {
         .expect("valid metric");
         for class in SKIP_CLASSES {
             skips.with_label_values(&[class]);
+        }
+        let slots_ended = IntCounterVec::new(
+            Opts::new(
+                "overdue_slots_ended_total",
+                "Schedule slots the ledger closed, by the state they ended in \
+                 (done, failed, missed, running, retrying; SPEC §14).",
+            ),
+            &["state"],
+        )
+        .expect("valid metric");
+        for state in ["done", "failed", "missed"] {
+            slots_ended.with_label_values(&[state]);
         }
         let notifications = IntCounterVec::new(
             Opts::new(
@@ -204,6 +218,7 @@ impl Metrics {
             Box::new(pings.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(ping_rejected.clone()),
             Box::new(skips.clone()),
+            Box::new(slots_ended.clone()),
             Box::new(notifications.clone()),
             Box::new(notification_queue.clone()),
             Box::new(dead_letters.clone()),
@@ -223,6 +238,7 @@ impl Metrics {
             pings,
             pings_by_kind,
             skips,
+            slots_ended,
             ping_rejected,
             notifications,
             notification_queue,
@@ -263,6 +279,11 @@ impl Metrics {
             }
         };
         self.pings_by_kind[i].inc();
+    }
+
+    /// Counts a slot the ledger closed in this state.
+    pub fn slot_ended(&self, state: crate::domain::ledger::SlotState) {
+        self.slots_ended.with_label_values(&[state.as_str()]).inc();
     }
 
     /// Counts a skip recorded with this reason.

@@ -291,6 +291,7 @@ pub fn alert_label_sets(check: &Check) -> Vec<LabelSet> {
         acked_by: None,
         ack_comment: None,
         inhibited_by: None,
+        dead_letters: None,
     };
     let mut sets = vec![super::dispatch::alert_labels(&alert(1))];
     if check.spec.alert_on_overlap {

@@ -20,6 +20,7 @@ mod full; // a full disk told apart from other failures, by the database's error
 mod history; // the item history's buckets: read before a fold, written with its pings
 pub mod keys; // API keys (their hashes)
 pub mod lease; // the leader lease and the fencing of leader-only writes
+pub mod ledger; // the slot ledger: marks and exception rows
 pub mod locks; // the job guard's lock seats and fencing tokens
 pub mod metrics; // what a metrics scrape reads
 pub mod notify; // the notification outbox, delivery attempts, silences
@@ -257,6 +258,7 @@ pub trait Store:
     + locks::LockStore
     + metrics::MetricsStore
     + keys::KeyStore
+    + ledger::LedgerStore
     + retention::RetentionStore
     + Send
     + Sync

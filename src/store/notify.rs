@@ -48,6 +48,11 @@ pub struct AlertSource {
     /// What held the incident back at its group's last flush (JSON list of
     /// `check` labels), as the dispatcher recorded it.
     pub inhibited_by: Option<String>,
+    /// The check's open dead-letter slots (SPEC §14), as its alert's
+    /// `dead_letter_slots` annotation says them; none for an overlap alert
+    /// or a check without any.
+    #[sqlx(skip)]
+    pub dead_letters: Option<String>,
 }
 
 impl AlertSource {
@@ -66,6 +71,39 @@ impl AlertSource {
     pub fn is_overlap(&self) -> bool {
         self.incident_id < 0
     }
+}
+
+/// How many open dead-letter slots an alert's annotation names (then "…
+/// and N more").
+pub const DEAD_LETTERS_LISTED: u32 = 20;
+
+/// Fills the `dead_letter_slots` annotation of incidents whose checks have
+/// open dead-letter slots (one grouped count, then the first slots of those
+/// that have some).
+pub(crate) async fn fill_dead_letters<S: super::ledger::LedgerStore + ?Sized + Sync>(
+    store: &S,
+    sources: &mut [AlertSource],
+) -> Result<(), StoreError> {
+    if !sources.iter().any(|s| !s.is_overlap()) {
+        return Ok(());
+    }
+    let counts = store.dead_letter_counts().await?;
+    let mut said: std::collections::HashMap<i64, String> = std::collections::HashMap::new();
+    for s in sources.iter_mut().filter(|s| !s.is_overlap()) {
+        if !counts.contains_key(&s.check_id) {
+            continue;
+        }
+        if let std::collections::hash_map::Entry::Vacant(e) = said.entry(s.check_id) {
+            let (first, total) = store.dead_letters(s.check_id, DEAD_LETTERS_LISTED).await?;
+            e.insert(crate::domain::ledger::dead_letter_annotation(
+                &first,
+                usize::try_from(total).unwrap_or(0),
+                DEAD_LETTERS_LISTED as usize,
+            ));
+        }
+        s.dead_letters = said.get(&s.check_id).cloned().filter(|t| !t.is_empty());
+    }
+    Ok(())
 }
 
 /// The alert id of the overlap alert stored in row `row_id`: negative, so it
@@ -370,6 +408,7 @@ macro_rules! impl_notify_store {
                             );
                             out.extend(sqlx::query_as(&sql).fetch_all(&self.pool).await?);
                         }
+                        $crate::store::notify::fill_dead_letters(self, &mut out).await?;
                         return Ok(out);
                     }
                     AlertQuery::Checks(ids) => (true, ids.to_vec(), ids.to_vec()),
@@ -402,6 +441,7 @@ macro_rules! impl_notify_store {
                         out.extend(q.fetch_all(&self.pool).await?);
                     }
                 }
+                $crate::store::notify::fill_dead_letters(self, &mut out).await?;
                 Ok(out)
             }
 

@@ -27,6 +27,7 @@ use crate::log_throttle::Throttled;
 use crate::store::{CheckRef, Store, StoreError};
 use crate::workers::disk_full::{DiskFull, Spell};
 use crate::workers::evaluator::{EvaluatorHandle, Notice};
+use crate::workers::ledger::LedgerHandle;
 
 /// Why a ping could not be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -87,6 +88,7 @@ impl Ingest {
         stop: CancellationToken,
         evaluator: EvaluatorHandle,
         leader: LeaderWatch,
+        ledger: Option<LedgerHandle>,
     ) -> Result<Arc<Ingest>, StoreError> {
         let (by_uuid, by_slug) = routes(store.all_check_refs().await?);
         // Bounded: under overload, handlers wait here (backpressure) instead of
@@ -102,7 +104,13 @@ impl Ingest {
             appender_done.clone(),
             disk.clone(),
         ));
-        tracker.spawn(folder(store.clone(), appender_done, evaluator, leader));
+        tracker.spawn(folder(
+            store.clone(),
+            appender_done,
+            evaluator,
+            leader,
+            ledger,
+        ));
         Ok(Arc::new(Ingest {
             store,
             by_uuid: RwLock::new(by_uuid),
@@ -376,6 +384,7 @@ async fn folder(
     appender_done: CancellationToken,
     evaluator: EvaluatorHandle,
     leader: LeaderWatch,
+    ledger: Option<LedgerHandle>,
 ) {
     let mut tick = tokio::time::interval(FOLD_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -386,7 +395,7 @@ async fn folder(
         };
         let leading = is_leader(&leader.borrow());
         if leading {
-            fold_all(&*store, &evaluator, &leader).await;
+            fold_all(&*store, &evaluator, &leader, ledger.as_ref()).await;
         }
         if last_round {
             if leading {
@@ -401,7 +410,12 @@ async fn folder(
 }
 /// Folds what is waiting (bounded per call: what is left waits for the next
 /// tick).
-async fn fold_all(store: &dyn Store, evaluator: &EvaluatorHandle, leader: &LeaderWatch) {
+async fn fold_all(
+    store: &dyn Store,
+    evaluator: &EvaluatorHandle,
+    leader: &LeaderWatch,
+    ledger: Option<&LedgerHandle>,
+) {
     for _ in 0..200 {
         // Only a leader folds: one that lost its lease mid-way (frozen, or
         // cut off) stops here rather than fold under its successor.
@@ -415,6 +429,15 @@ async fn fold_all(store: &dyn Store, evaluator: &EvaluatorHandle, leader: &Leade
                     tracing::warn!(suppressed, "the ping inbox is folded again");
                 }
                 if !folded.touched.is_empty() {
+                    if let Some(l) = ledger {
+                        l.touched(
+                            folded
+                                .touched
+                                .iter()
+                                .map(|t| (t.check_id, t.summary.n_pings))
+                                .collect(),
+                        );
+                    }
                     evaluator.notify(Notice::Touched(folded.touched));
                 }
                 if !folded.more && !folded.writing {

@@ -9,5 +9,6 @@ pub mod clock_steps; // counts the wall-clock steps the clock finds and stores t
 pub mod disk_full; // whether the database's disk is full, as the ping writer last found it
 pub mod evaluator; // the deadline queue: wakes when a status can change, records what changed
 pub mod ingest; // the ping path's batching writer (group commit) and the folder that feeds the evaluator
+pub mod ledger; // the slot ledger: applies folded pings to each check's slots, sweeps silent checks, leader only
 pub mod reconcile; // the config file's checks, receivers and routes brought into the running server
 pub mod retention; // trims ping logs and old history, leader only

@@ -102,6 +102,10 @@ impl Dispatcher {
                 humantime::format_duration(Duration::from_secs(secs as u64)).to_string(),
             );
         }
+        // The slots nobody ran, or that failed, and nobody resolved (SPEC §14).
+        if let Some(d) = src.dead_letters.as_ref().filter(|_| !src.is_overlap()) {
+            annotations.insert("dead_letter_slots".into(), d.clone());
+        }
         annotations.insert("link".into(), url.clone());
         // The one-click acknowledge link of a firing incident.
         if let (AlertStatus::Firing, false, Some(key)) = (status, src.is_overlap(), &self.links) {

@@ -180,3 +180,30 @@ crate::store::metrics::impl_metrics_store!(PgStore);
 crate::store::keys::impl_key_store!(PgStore);
 crate::store::checks::impl_check_store!(PgStore);
 crate::store::replicas::impl_replica_store!(PgStore);
+
+crate::store::ledger::impl_ledger_store!(PgStore);
+
+impl PgStore {
+    /// The ledger's pings: each wanted check's logged pings after its mark,
+    /// through its index by check.
+    async fn ledger_pings_on(
+        &self,
+        wants: &[(i64, i64, i64)],
+    ) -> Result<Vec<(i64, crate::domain::ledger::LedgerPing)>, StoreError> {
+        use crate::store::ledger::{LedgerPingRow, LEDGER_PING_COLUMNS};
+        if wants.is_empty() {
+            return Ok(Vec::new());
+        }
+        let checks: Vec<i64> = wants.iter().map(|w| w.0).collect();
+        let after: Vec<i64> = wants.iter().map(|w| w.1).collect();
+        let rows: Vec<LedgerPingRow> = sqlx::query_as(&format!(
+            "SELECT {LEDGER_PING_COLUMNS} FROM UNNEST($1::bigint[], $2::bigint[]) AS t(check_id, after_n) \
+             JOIN pings p ON p.check_id = t.check_id AND p.n > t.after_n ORDER BY p.check_id, p.n"
+        ))
+        .bind(&checks)
+        .bind(&after)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(LedgerPingRow::into_ping).collect())
+    }
+}

@@ -301,3 +301,69 @@ crate::store::metrics::impl_metrics_store!(SqliteStore);
 crate::store::keys::impl_key_store!(SqliteStore);
 crate::store::checks::impl_check_store!(SqliteStore);
 crate::store::replicas::impl_replica_store!(SqliteStore);
+
+crate::store::ledger::impl_ledger_store!(SqliteStore);
+
+impl SqliteStore {
+    /// The ledger's pings: the log's tail since the last round for the
+    /// wanted checks, and, for a check the tail does not cover from its
+    /// mark on, its indexed pings too (one snapshot).
+    async fn ledger_pings_on(
+        &self,
+        wants: &[(i64, i64, i64)],
+    ) -> Result<Vec<(i64, crate::domain::ledger::LedgerPing)>, StoreError> {
+        use crate::store::ledger::{LedgerPingRow, LEDGER_PING_COLUMNS};
+        use std::collections::BTreeMap;
+        if wants.is_empty() {
+            return Ok(Vec::new());
+        }
+        let after: std::collections::HashMap<i64, i64> =
+            wants.iter().map(|(c, a, _)| (*c, *a)).collect();
+        let ids = serde_json::to_string(&after.keys().collect::<Vec<_>>())
+            .unwrap_or_else(|_| "[]".to_string());
+        let mut tx = crate::store::dialect::Dialect::read_snapshot(self).await?;
+        let tail: Vec<LedgerPingRow> = sqlx::query_as(&format!(
+            "SELECT {LEDGER_PING_COLUMNS} FROM pings p \
+             WHERE p.id > (SELECT through FROM ping_rounds) \
+             AND p.check_id IN (SELECT value FROM json_each($1)) ORDER BY p.id"
+        ))
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut by_check: BTreeMap<i64, BTreeMap<i64, crate::domain::ledger::LedgerPing>> =
+            BTreeMap::new();
+        for row in tail {
+            let (check, p) = row.into_ping();
+            if after.get(&check).is_some_and(|a| p.n > *a) {
+                by_check.entry(check).or_default().insert(p.n, p);
+            }
+        }
+        for (check, after_n, upto) in wants {
+            let covered = by_check
+                .get(check)
+                .and_then(|m| m.keys().next())
+                .is_some_and(|first| *first == after_n + 1);
+            if covered || after_n >= upto {
+                continue;
+            }
+            let rows: Vec<LedgerPingRow> = sqlx::query_as(&format!(
+                "SELECT {LEDGER_PING_COLUMNS} FROM ping_index i JOIN pings p ON p.id = i.id \
+                 WHERE i.check_id = $1 AND p.n > $2 ORDER BY p.n"
+            ))
+            .bind(check)
+            .bind(after_n)
+            .fetch_all(&mut *tx)
+            .await?;
+            let m = by_check.entry(*check).or_default();
+            for row in rows {
+                let (_, p) = row.into_ping();
+                m.entry(p.n).or_insert(p);
+            }
+        }
+        tx.commit().await?;
+        Ok(by_check
+            .into_iter()
+            .flat_map(|(c, m)| m.into_values().map(move |p| (c, p)))
+            .collect())
+    }
+}

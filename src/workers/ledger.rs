@@ -1,0 +1,273 @@
+//! The slot ledger's worker (SPEC §14), leader only: applies the pings each
+//! fold recorded to their checks' ledgers, and sweeps the checks that stopped
+//! pinging, so their missed slots are recorded without a ping.
+//!
+//! The folder hands it the checks each fold touched (and how many pings
+//! their summaries hold); every tick it reads those checks' pings after
+//! their marks, applies them (`domain::ledger`), and writes the rows and the
+//! mark in one transaction that only moves a mark from where it was read.
+//! At start (and when the folder's queue overflowed) it looks for every
+//! check whose summary holds pings its ledger has not applied.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::now_ms;
+use crate::domain::evaluate::{Rules, RulesCache};
+use crate::domain::ledger::{self, LedgerRules, Mark};
+use crate::lease::{is_leader, LeaderWatch};
+use crate::log_throttle::Throttled;
+use crate::metrics::Metrics;
+use crate::store::{EvalCheck, Store, StoreError};
+
+/// How often touched checks are applied.
+pub const APPLY_EVERY: Duration = Duration::from_millis(500);
+/// How often the checks that stopped pinging are swept.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// Checks looked for at once that the ledger is behind on.
+const BEHIND_PAGE: u32 = 10_000;
+/// Checks per step of work.
+const CHECKS_PER_STEP: usize = 200;
+/// Touched batches queued before the folder's notes are dropped (and the
+/// worker looks for what it missed in the database instead).
+const QUEUE: usize = 1024;
+
+/// Failures, logged once per interval while they repeat.
+static FAILED: Throttled = Throttled::every_10s();
+
+/// The folder's side: tells the worker which checks a fold touched.
+#[derive(Clone)]
+pub struct LedgerHandle {
+    tx: mpsc::Sender<Vec<(i64, i64)>>,
+}
+
+impl LedgerHandle {
+    /// Checks touched, with the number of pings their summaries hold. A full
+    /// queue is not waited for: the worker then reads what it missed.
+    pub fn touched(&self, checks: Vec<(i64, i64)>) {
+        if checks.is_empty() {
+            return;
+        }
+        let _ = self.tx.try_send(checks);
+    }
+}
+
+/// The worker's side.
+pub struct LedgerWorker {
+    store: Arc<dyn Store>,
+    rx: mpsc::Receiver<Vec<(i64, i64)>>,
+    metrics: Arc<Metrics>,
+    cache: RulesCache,
+}
+
+/// A worker and the handle that feeds it.
+pub fn new(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> (LedgerWorker, LedgerHandle) {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    (
+        LedgerWorker {
+            store,
+            rx,
+            metrics,
+            cache: RulesCache::default(),
+        },
+        LedgerHandle { tx },
+    )
+}
+
+impl LedgerWorker {
+    /// Runs until `stop`; works while this replica leads. Touched checks
+    /// are applied as soon as the folder names them, so a notification sent
+    /// right after a failure already lists its slot.
+    pub async fn run(mut self, stop: CancellationToken, mut leader: LeaderWatch) {
+        let mut pending: HashMap<i64, i64> = HashMap::new();
+        let mut apply = tokio::time::interval(APPLY_EVERY);
+        apply.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut sweep = tokio::time::interval(SWEEP_EVERY);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Whether to look in the database for checks the ledger is behind on.
+        let mut look = true;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                got = self.rx.recv() => match got {
+                    Some(checks) => {
+                        if self.rx.capacity() == 0 {
+                            look = true;
+                        }
+                        merge(&mut pending, checks);
+                        while let Ok(more) = self.rx.try_recv() {
+                            merge(&mut pending, more);
+                        }
+                    }
+                    None => break,
+                },
+                _ = apply.tick() => {}
+                _ = sweep.tick() => {
+                    if is_leader(&leader.borrow_and_update()) {
+                        if let Err(e) = self.sweep(now_ms()).await {
+                            failed(&e);
+                        }
+                    }
+                    continue;
+                }
+                changed = leader.changed() => if changed.is_err() { break },
+            }
+            if !is_leader(&leader.borrow_and_update()) {
+                // A new leader starts from what is stored.
+                pending.clear();
+                look = true;
+                continue;
+            }
+            if look {
+                match self.store.ledger_behind(BEHIND_PAGE).await {
+                    Ok(rows) => {
+                        // More than a page behind: look again next time.
+                        look = rows.len() >= BEHIND_PAGE as usize;
+                        merge(
+                            &mut pending,
+                            rows.into_iter().map(|(id, _, upto)| (id, upto)).collect(),
+                        );
+                    }
+                    Err(e) => failed(&e),
+                }
+            }
+            let ids: Vec<(i64, i64)> = pending.drain().collect();
+            for step in ids.chunks(CHECKS_PER_STEP) {
+                if let Err(e) = self.apply(step).await {
+                    failed(&e);
+                    look = true;
+                }
+                if stop.is_cancelled() {
+                    return;
+                }
+            }
+        }
+    }
+
+    fn rules(&mut self, check: &EvalCheck) -> Option<Rules> {
+        Rules::from_spec_cached(&check.spec, &mut self.cache).ok()
+    }
+
+    /// Applies the pings of these checks recorded after their marks.
+    async fn apply(&mut self, step: &[(i64, i64)]) -> Result<(), StoreError> {
+        let ids: Vec<i64> = step.iter().map(|(id, _)| *id).collect();
+        let checks = self.store.eval_checks_in(&ids).await?;
+        let mut marks: BTreeMap<i64, Mark> = BTreeMap::new();
+        let mut wants = Vec::new();
+        for c in &checks {
+            let mark = self.store.ledger_mark(c.id).await?;
+            let upto = step
+                .iter()
+                .find(|(id, _)| *id == c.id)
+                .map_or(c.summary.n_pings, |(_, u)| (*u).max(c.summary.n_pings));
+            if upto > mark.n {
+                wants.push((c.id, mark.n, upto));
+            }
+            marks.insert(c.id, mark);
+        }
+        let pings = self.store.ledger_pings(&wants).await?;
+        let mut by_check: BTreeMap<i64, Vec<ledger::LedgerPing>> = BTreeMap::new();
+        for (id, p) in pings {
+            by_check.entry(id).or_default().push(p);
+        }
+        let now = now_ms();
+        for c in &checks {
+            let Some(pings) = by_check.get(&c.id) else {
+                continue;
+            };
+            let Some(rules) = self.rules(c) else {
+                continue;
+            };
+            let Some(mut mark) = marks.remove(&c.id) else {
+                continue;
+            };
+            let lr = LedgerRules {
+                expect: &rules.expect,
+                hours: rules.hours.as_deref(),
+                max_instances: rules.max_instances,
+            };
+            // The rows of earlier slots that these pings name.
+            let cur = mark.current.as_ref().map(|r| r.slot);
+            let mut older: Vec<i64> = pings
+                .iter()
+                .filter_map(|p| lr.slot_of(p))
+                .filter(|s| cur.is_none_or(|c| *s <= c))
+                .collect();
+            older.sort_unstable();
+            older.dedup();
+            let rows = self.store.ledger_rows_at(c.id, &older).await?;
+            let was = mark.n;
+            let changes = ledger::apply(&lr, &mut mark, &rows, pings);
+            if mark.n == was {
+                continue;
+            }
+            if self
+                .store
+                .write_ledger(c.id, &mark, &changes.rows, now)
+                .await?
+            {
+                for s in changes.ended {
+                    self.metrics.slot_ended(s);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the missed slots of checks that are late or down, and marks
+    /// paused checks so the slots of the pause are not missed.
+    async fn sweep(&mut self, now: i64) -> Result<(), StoreError> {
+        let (overdue, paused) = self.store.ledger_sweep_candidates().await?;
+        for id in paused {
+            let mut mark = self.store.ledger_mark(id).await?;
+            mark.paused = true;
+            self.store
+                .write_ledger(id, &mark, &BTreeMap::new(), now)
+                .await?;
+        }
+        for step in overdue.chunks(CHECKS_PER_STEP) {
+            for c in self.store.eval_checks_in(step).await? {
+                let Some(rules) = self.rules(&c) else {
+                    continue;
+                };
+                let lr = LedgerRules {
+                    expect: &rules.expect,
+                    hours: rules.hours.as_deref(),
+                    max_instances: rules.max_instances,
+                };
+                let mut mark = self.store.ledger_mark(c.id).await?;
+                let changes = ledger::sweep(&lr, &mut mark, now);
+                if changes == ledger::Changes::default() {
+                    continue;
+                }
+                if self
+                    .store
+                    .write_ledger(c.id, &mark, &changes.rows, now)
+                    .await?
+                {
+                    for s in changes.ended {
+                        self.metrics.slot_ended(s);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn merge(pending: &mut HashMap<i64, i64>, checks: Vec<(i64, i64)>) {
+    for (id, upto) in checks {
+        let e = pending.entry(id).or_insert(upto);
+        *e = (*e).max(upto);
+    }
+}
+
+fn failed(e: &StoreError) {
+    if let Some(suppressed) = FAILED.hit() {
+        tracing::error!(error = %format!("{e:#}"), suppressed, "the slot ledger cannot be written; will retry (while this repeats it is logged every 10s, suppressed counting the rest)");
+    }
+}
