@@ -224,7 +224,10 @@ pub async fn run_with_metrics_listener(
     ));
 
     // The slot ledger follows what each fold recorded (SPEC §14).
-    let (ledger_worker, ledger) = crate::workers::ledger::new(store.clone(), metrics.clone());
+    let (mut ledger_worker, ledger) = crate::workers::ledger::new(store.clone(), metrics.clone());
+    if let Some(d) = &dispatch {
+        ledger_worker.set_dispatch(d.clone());
+    }
     tracker.spawn(ledger_worker.run(workers_stop.clone(), leader.clone()));
     let ingest = Ingest::start(
         store.clone(),

@@ -698,6 +698,7 @@ async fn the_openapi_document_matches_the_routes() {
         "max_runtime",
         "alert_on_overlap",
         "max_instances",
+        "alert_on_duplicate",
         "manual_resume",
         "methods",
         "depends_on",

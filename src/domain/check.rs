@@ -53,6 +53,7 @@ pub struct CheckInput {
     pub max_runtime: Option<String>,
     pub alert_on_overlap: Option<bool>,
     pub max_instances: Option<u32>,
+    pub alert_on_duplicate: Option<bool>,
     pub manual_resume: Option<bool>,
     pub methods: Option<String>,
     pub depends_on: Option<Vec<String>>,
@@ -123,6 +124,9 @@ pub struct CheckSpec {
     pub alert_on_overlap: bool,
     /// Lock seats of the job guard: runs that may hold the lock at once (SPEC §13).
     pub max_instances: u32,
+    /// Raise `OverdueDuplicateRun` when a slot has more runs than
+    /// `max_instances` (SPEC §14).
+    pub alert_on_duplicate: bool,
     pub manual_resume: bool,
     pub methods: Methods,
     /// Slugs of the checks whose being down or stalled holds this one's
@@ -169,6 +173,7 @@ impl CheckSpec {
             max_runtime: None,
             alert_on_overlap: false,
             max_instances: 1,
+            alert_on_duplicate: false,
             manual_resume: false,
             methods: Methods::Any,
             depends_on: Vec::new(),
@@ -469,6 +474,7 @@ impl CheckSpec {
             max_runtime,
             alert_on_overlap: input.alert_on_overlap.unwrap_or(false),
             max_instances,
+            alert_on_duplicate: input.alert_on_duplicate.unwrap_or(false),
             manual_resume: input.manual_resume.unwrap_or(false),
             methods,
             depends_on,

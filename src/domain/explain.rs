@@ -265,6 +265,15 @@ fn rules(spec: &CheckSpec, of_active: &str) -> Vec<String> {
             spec.max_instances
         ));
     }
+    if spec.alert_on_duplicate {
+        rules.push(format!(
+            "alerts when a slot runs more than {} (OverdueDuplicateRun)",
+            match spec.max_instances {
+                1 => "once".to_string(),
+                n => format!("{n} times"),
+            }
+        ));
+    }
     if spec.alert_on_overlap {
         rules.push(if spec.max_instances > 1 {
             format!("alerts when more than {} runs overlap", spec.max_instances)

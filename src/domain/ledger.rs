@@ -410,6 +410,11 @@ pub struct Changes {
     pub rows: BTreeMap<UnixMs, SlotRecord>,
     /// Slots that ended, by the state they ended in (for the counters).
     pub ended: Vec<SlotState>,
+    /// Slots that ran more often than they allow, as the ping that made
+    /// them so left them (with what they allow), in order.
+    pub duplicates: Vec<(SlotRecord, u32)>,
+    /// Slots that ended done without a duplicate run.
+    pub clean: Vec<UnixMs>,
 }
 
 /// Applies a check's pings, oldest first, to its mark. `rows` holds the
@@ -450,6 +455,9 @@ pub fn apply(
                 let mut rec = stored.unwrap_or_else(|| SlotRecord::implied_done(slot));
                 let before = rec.clone();
                 rec.apply(p, rules.allowed(slot));
+                if rec.duplicate > before.duplicate {
+                    changes.duplicates.push((rec.clone(), rules.allowed(slot)));
+                }
                 // A row is kept up to date; a slot done without one gets a
                 // row only if it becomes an exception (a duplicate run).
                 if rec != before && (had_row || rec.is_exception()) {
@@ -488,7 +496,11 @@ pub fn apply(
             }
         }
         if let Some(cur) = mark.current.as_mut() {
+            let was = cur.duplicate;
             cur.apply(p, rules.allowed(slot));
+            if cur.duplicate > was {
+                changes.duplicates.push((cur.clone(), rules.allowed(slot)));
+            }
         }
     }
     changes
@@ -507,6 +519,9 @@ fn finish(rules: &LedgerRules<'_>, changes: &mut Changes, mut rec: SlotRecord) {
         };
     }
     changes.ended.push(rec.state);
+    if rec.state == SlotState::Done && rec.duplicate == 0 {
+        changes.clean.push(rec.slot);
+    }
     if rec.is_exception() {
         changes.rows.insert(rec.slot, rec);
     }
@@ -583,6 +598,47 @@ fn ended(rules: &LedgerRules<'_>, slot: UnixMs, now: UnixMs) -> bool {
     instant(slot)
         .and_then(|t| slots::next_slot(rules.expect, t))
         .is_some_and(|n| n.timestamp_millis() <= now)
+}
+
+/// What a duplicate-run alert says (stored with it as JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DuplicateDetail {
+    /// The slot, RFC 3339 UTC.
+    pub slot: String,
+    /// Runs (or successes) seen in it, and how many it allows.
+    pub runs: u32,
+    pub allowed: u32,
+    /// Each host once: address, user agent.
+    pub hosts: Vec<String>,
+}
+
+impl DuplicateDetail {
+    /// The detail of a slot that ran too often.
+    pub fn of(rec: &SlotRecord, allowed: u32) -> DuplicateDetail {
+        DuplicateDetail {
+            slot: slot_text(rec.slot),
+            runs: rec.runs.max(rec.successes),
+            allowed,
+            hosts: rec
+                .hosts()
+                .iter()
+                .map(|h| {
+                    let mut parts = Vec::new();
+                    if let Some(a) = &h.address {
+                        parts.push(a.clone());
+                    }
+                    if let Some(u) = &h.user_agent {
+                        parts.push(u.clone());
+                    }
+                    if parts.is_empty() {
+                        "unknown".to_string()
+                    } else {
+                        parts.join(" ")
+                    }
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The dead-letter annotation of a check's alert: the first `max` open
@@ -778,6 +834,19 @@ mod tests {
         let r = &c.rows[&ms("2026-12-05T10:00:00Z")];
         assert_eq!((r.state, r.successes, r.duplicate), (SlotState::Done, 2, 1));
         assert_eq!(r.hosts().len(), 2);
+        // Said once, when the second run came; the 11:00 slot has not ended.
+        assert_eq!(c.duplicates.len(), 1);
+        assert_eq!(c.duplicates[0].0.slot, ms("2026-12-05T10:00:00Z"));
+        let d = DuplicateDetail::of(&c.duplicates[0].0, c.duplicates[0].1);
+        assert_eq!((d.runs, d.allowed), (2, 1));
+        assert_eq!(d.hosts, ["10.0.0.1", "10.0.0.2"]);
+        assert!(c.clean.is_empty());
+        // 11:00 ends clean when 12:00 begins.
+        let mut q = Pings(p.0, Vec::new());
+        q.add(PingKind::Success, "2026-12-05T12:05:00Z", Some(1), None);
+        let c2 = apply(&rules(&e), &mut mark, &c.rows, &q.1);
+        assert_eq!(c2.clean, vec![ms("2026-12-05T11:00:00Z")]);
+        assert!(c2.duplicates.is_empty());
         // With two seats, two runs are allowed.
         let mut mark = Mark::default();
         let two = LedgerRules {
@@ -805,6 +874,7 @@ mod tests {
         }
         p.add(PingKind::Success, "2026-03-30T00:00:03Z", Some(1), None);
         let c = apply(&rules(&e), &mut mark, &BTreeMap::new(), &p.1);
+        assert!(c.duplicates.is_empty());
         // Six runs in the one 03:00 fire that stands for six matches.
         let r = &c.rows[&ms("2026-03-29T01:00:00Z")];
         assert_eq!((r.successes, r.duplicate), (6, 0));

@@ -101,6 +101,9 @@ pub struct CheckInputDoc {
     alert_on_overlap: Option<bool>,
     /// Lock seats of the job guard (default 1): runs that may hold the lock at once.
     max_instances: Option<u32>,
+    /// Raise `OverdueDuplicateRun` when a slot has more runs than
+    /// `max_instances` (default false).
+    alert_on_duplicate: Option<bool>,
     manual_resume: Option<bool>,
     /// `""` (any method) or `"POST"`.
     methods: Option<String>,
@@ -150,6 +153,7 @@ pub struct CheckView {
     pub max_runtime: Option<String>,
     pub alert_on_overlap: bool,
     pub max_instances: u32,
+    pub alert_on_duplicate: bool,
     pub manual_resume: bool,
     #[schema(value_type = String)]
     pub methods: &'static str,
@@ -277,6 +281,7 @@ impl CheckView {
             recovery_threshold: spec.recovery_threshold,
             alert_on_overlap: spec.alert_on_overlap,
             max_instances: spec.max_instances,
+            alert_on_duplicate: spec.alert_on_duplicate,
             manual_resume: spec.manual_resume,
             depends_on: spec.depends_on,
             source: check.source,
@@ -358,6 +363,10 @@ pub fn input_json(spec: &CheckSpec) -> Map<String, Value> {
     );
     put("alert_on_overlap", serde_json::json!(spec.alert_on_overlap));
     put("max_instances", serde_json::json!(spec.max_instances));
+    put(
+        "alert_on_duplicate",
+        serde_json::json!(spec.alert_on_duplicate),
+    );
     put("manual_resume", serde_json::json!(spec.manual_resume));
     put("methods", serde_json::json!(spec.methods.as_str()));
     put("depends_on", serde_json::json!(spec.depends_on));

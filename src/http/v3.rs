@@ -270,6 +270,7 @@ fn check_json(state: &AppState, check: Check, readonly: bool) -> Value {
     // overdue's own: the job guard's lock seats, the checks it depends on,
     // and the item floor and min_runtime (spelled as in v1).
     m.insert("max_instances".into(), json!(spec.max_instances));
+    m.insert("alert_on_duplicate".into(), json!(spec.alert_on_duplicate));
     m.insert("depends_on".into(), json!(spec.depends_on));
     m.insert("min_items".into(), json!(spec.min_items));
     m.insert("min_items_runs".into(), json!(spec.min_items_runs));
@@ -417,6 +418,7 @@ const NATIVE_FIELDS: &[&str] = &[
     "items_below_usual",
     "items_window",
     "min_runtime",
+    "alert_on_duplicate",
 ];
 
 const UNIQUE_FIELDS: &[&str] = &["name", "slug", "tags", "timeout", "grace"];

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ack::LinkKey;
 use super::group::{plan, Prior};
-use super::message::{LabelSet, ALERTNAME_CHECK, ALERTNAME_OVERLAP};
+use super::message::{LabelSet, ALERTNAME_CHECK, ALERTNAME_DUPLICATE, ALERTNAME_OVERLAP};
 use super::route::{Route, RouteTree};
 use super::silence_cache::{SilenceCache, StoredSilence};
 use super::NotifyConfig;
@@ -713,12 +713,15 @@ fn prior_of(n: &NotificationRecord) -> Prior {
 }
 
 /// The alert's labels: the check's labels, then `alertname`
-/// (`OverdueCheck` for an incident, `OverdueOverlap` for an overlap alert),
+/// (`OverdueCheck` for an incident, `OverdueOverlap` for an overlap alert,
+/// `OverdueDuplicateRun` for a duplicate-run alert),
 /// `check` and `name`; an incident's also `status` and `reason` as it opened
 /// (so they stay the same until it resolves).
 pub fn alert_labels(src: &AlertSource) -> LabelSet {
     let mut labels: LabelSet = serde_json::from_str(&src.labels).unwrap_or_default();
-    let alertname = if src.is_overlap() {
+    let alertname = if src.is_duplicate() {
+        ALERTNAME_DUPLICATE
+    } else if src.is_overlap() {
         ALERTNAME_OVERLAP
     } else {
         ALERTNAME_CHECK

@@ -14,6 +14,9 @@ pub type LabelSet = BTreeMap<String, String>;
 pub const ALERTNAME_CHECK: &str = "OverdueCheck";
 /// The `alertname` of a check's overlap alert (two or more runs open).
 pub const ALERTNAME_OVERLAP: &str = "OverdueOverlap";
+/// The `alertname` of a check's duplicate-run alert (a slot ran more often
+/// than `max_instances`, SPEC §14).
+pub const ALERTNAME_DUPLICATE: &str = "OverdueDuplicateRun";
 /// The `alertname` of a blind spot's notice (SPEC §6.2).
 pub const ALERTNAME_BLIND_SPOT: &str = "OverdueBlindSpot";
 

@@ -292,6 +292,7 @@ pub fn alert_label_sets(check: &Check) -> Vec<LabelSet> {
         ack_comment: None,
         inhibited_by: None,
         dead_letters: None,
+        alert_detail: None,
     };
     let mut sets = vec![super::dispatch::alert_labels(&alert(1))];
     if check.spec.alert_on_overlap {

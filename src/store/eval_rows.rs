@@ -343,6 +343,8 @@ impl PageRow {
                 max_runtime: duration(max_runtime_ms),
                 alert_on_overlap,
                 max_instances: u32::try_from(max_instances).unwrap_or(1).max(1),
+                // The ledger reads it when a slot ran too often (not evaluated).
+                alert_on_duplicate: false,
                 manual_resume,
                 methods: if methods == "POST" {
                     Methods::Post

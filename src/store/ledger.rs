@@ -78,6 +78,8 @@ pub trait LedgerStore {
     ) -> Result<(Vec<UnixMs>, i64), StoreError>;
     /// How many open dead letters each check has (checks with none left out).
     async fn dead_letter_counts(&self) -> Result<HashMap<i64, i64>, StoreError>;
+    /// Whether the check wants a duplicate-run alert (`alert_on_duplicate`).
+    async fn duplicate_alert_wanted(&self, check_id: i64) -> Result<bool, StoreError>;
     /// The public names (slug, else unique key) of these checks; deleted
     /// ones are left out.
     async fn check_names(&self, ids: &[i64]) -> Result<HashMap<i64, String>, StoreError>;
@@ -392,6 +394,18 @@ macro_rules! impl_ledger_store {
                 .fetch_all(&self.pool)
                 .await?;
                 Ok(rows.into_iter().collect())
+            }
+
+            async fn duplicate_alert_wanted(
+                &self,
+                check_id: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let row: Option<(bool,)> =
+                    sqlx::query_as("SELECT alert_on_duplicate FROM checks WHERE id = $1")
+                        .bind(check_id)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                Ok(row.is_some_and(|(b,)| b))
             }
 
             async fn check_names(

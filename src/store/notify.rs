@@ -53,6 +53,8 @@ pub struct AlertSource {
     /// or a check without any.
     #[sqlx(skip)]
     pub dead_letters: Option<String>,
+    /// A duplicate-run alert's slot and hosts (JSON).
+    pub alert_detail: Option<String>,
 }
 
 impl AlertSource {
@@ -67,9 +69,14 @@ impl AlertSource {
         serde_json::from_str(&self.depends_on).unwrap_or_default()
     }
 
-    /// True for an overlap alert, false for an incident.
+    /// True for an overlap or duplicate-run alert, false for an incident.
     pub fn is_overlap(&self) -> bool {
         self.incident_id < 0
+    }
+
+    /// True for a duplicate-run alert (SPEC §14).
+    pub fn is_duplicate(&self) -> bool {
+        self.is_overlap() && self.incident_status == "duplicate"
     }
 }
 
@@ -267,6 +274,19 @@ pub trait NotifyStore: Send + Sync {
     async fn resolve_overlap_alert(&self, check_id: i64, at: UnixMs) -> Result<bool, StoreError>;
     /// The checks that have an open overlap alert.
     async fn open_overlap_checks(&self) -> Result<Vec<i64>, StoreError>;
+    /// Opens the check's duplicate-run alert (SPEC §14) with its slot and
+    /// hosts (`detail`, JSON); false when one is open already or the check
+    /// is gone.
+    async fn open_duplicate_alert(
+        &self,
+        check_id: i64,
+        at: UnixMs,
+        detail: &str,
+    ) -> Result<bool, StoreError>;
+    /// Resolves the check's open duplicate-run alert; false when none was open.
+    async fn resolve_duplicate_alert(&self, check_id: i64, at: UnixMs) -> Result<bool, StoreError>;
+    /// The checks with an open duplicate-run alert.
+    async fn open_duplicate_checks(&self) -> Result<Vec<i64>, StoreError>;
     /// The newest `alerts` notification of every (group, receiver).
     async fn latest_notifications(&self) -> Result<Vec<NotificationRecord>, StoreError>;
     /// The newest `alerts` notification of one (group, receiver).
@@ -360,7 +380,8 @@ pub(crate) const ALERT_SOURCE_SQL: &str = "SELECT c.id AS check_id, c.uuid, c.sl
      s.status, s.reason, s.quiet, \
      i.id AS incident_id, i.opened_at, i.status AS incident_status, i.reason AS incident_reason, i.resolved_at, \
      st.last_ping_at, st.last_success_at, st.last_items, \
-     c.depends_on, i.acked_at, i.acked_by, i.ack_comment, i.inhibited_by \
+     c.depends_on, i.acked_at, i.acked_by, i.ack_comment, i.inhibited_by, \
+     CAST(NULL AS TEXT) AS alert_detail \
      FROM incidents i JOIN checks c ON c.id = i.check_id \
      LEFT JOIN check_status s ON s.check_id = c.id \
      LEFT JOIN check_state st ON st.check_id = c.id";
@@ -368,10 +389,10 @@ pub(crate) const ALERT_SOURCE_SQL: &str = "SELECT c.id AS check_id, c.uuid, c.sl
 /// [`ALERT_SOURCE_SQL`] for overlap alerts, under their (negative) alert ids.
 pub(crate) const OVERLAP_SOURCE_SQL: &str = "SELECT c.id AS check_id, c.uuid, c.slug, c.name, c.labels, c.paused, \
      s.status, s.reason, s.quiet, \
-     -o.id AS incident_id, o.opened_at, 'overlap' AS incident_status, NULL AS incident_reason, o.resolved_at, \
+     -o.id AS incident_id, o.opened_at, o.kind AS incident_status, NULL AS incident_reason, o.resolved_at, \
      st.last_ping_at, st.last_success_at, st.last_items, \
      c.depends_on, CAST(NULL AS BIGINT) AS acked_at, CAST(NULL AS TEXT) AS acked_by, \
-     CAST(NULL AS TEXT) AS ack_comment, CAST(NULL AS TEXT) AS inhibited_by \
+     CAST(NULL AS TEXT) AS ack_comment, CAST(NULL AS TEXT) AS inhibited_by, o.detail AS alert_detail \
      FROM overlap_alerts o JOIN checks c ON c.id = o.check_id \
      LEFT JOIN check_status s ON s.check_id = c.id \
      LEFT JOIN check_state st ON st.check_id = c.id";
@@ -424,12 +445,18 @@ macro_rules! impl_notify_store {
                     (ALERT_SOURCE_SQL, "i", "incidents", incidents),
                     (OVERLAP_SOURCE_SQL, "o", "overlap_alerts", overlaps),
                 ] {
+                    // The latest alert of each kind per check.
+                    let group = if table == "overlap_alerts" {
+                        "check_id, kind"
+                    } else {
+                        "check_id"
+                    };
                     for chunk in ids.chunks(CHUNK) {
                         let list = placeholders(1, chunk.len());
                         let sql = if by_check {
                             format!(
                                 "{source} WHERE {alias}.id IN \
-                                 (SELECT MAX(id) FROM {table} WHERE check_id IN ({list}) GROUP BY check_id)"
+                                 (SELECT MAX(id) FROM {table} WHERE check_id IN ({list}) GROUP BY {group})"
                             )
                         } else {
                             format!("{source} WHERE {alias}.id IN ({list})")
@@ -474,7 +501,7 @@ macro_rules! impl_notify_store {
                 let mut tx = self.begin_fenced().await?;
                 let done = sqlx::query(
                     "UPDATE overlap_alerts SET resolved_at = $2 \
-                     WHERE check_id = $1 AND resolved_at IS NULL",
+                     WHERE check_id = $1 AND resolved_at IS NULL AND kind = 'overlap'",
                 )
                 .bind(check_id)
                 .bind(at)
@@ -484,9 +511,58 @@ macro_rules! impl_notify_store {
                 Ok(done.rows_affected() > 0)
             }
 
+            async fn open_duplicate_alert(
+                &self,
+                check_id: i64,
+                at: $crate::domain::ping::UnixMs,
+                detail: &str,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_fenced().await?;
+                let done = sqlx::query(
+                    "INSERT INTO overlap_alerts (check_id, opened_at, kind, detail) \
+                     SELECT $1, $2, 'duplicate', $3 WHERE EXISTS (SELECT 1 FROM checks WHERE id = $1) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(check_id)
+                .bind(at)
+                .bind(detail)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn resolve_duplicate_alert(
+                &self,
+                check_id: i64,
+                at: $crate::domain::ping::UnixMs,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_fenced().await?;
+                let done = sqlx::query(
+                    "UPDATE overlap_alerts SET resolved_at = $2 \
+                     WHERE check_id = $1 AND resolved_at IS NULL AND kind = 'duplicate'",
+                )
+                .bind(check_id)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(done.rows_affected() > 0)
+            }
+
+            async fn open_duplicate_checks(&self) -> Result<Vec<i64>, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar(
+                    "SELECT check_id FROM overlap_alerts WHERE resolved_at IS NULL \
+                     AND kind = 'duplicate' ORDER BY check_id",
+                )
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
             async fn open_overlap_checks(&self) -> Result<Vec<i64>, $crate::store::StoreError> {
                 Ok(sqlx::query_scalar(
-                    "SELECT check_id FROM overlap_alerts WHERE resolved_at IS NULL ORDER BY check_id",
+                    "SELECT check_id FROM overlap_alerts WHERE resolved_at IS NULL AND kind = 'overlap' \
+                     ORDER BY check_id",
                 )
                 .fetch_all(&self.pool)
                 .await?)

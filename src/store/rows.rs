@@ -161,6 +161,7 @@ pub(crate) struct CheckRow {
     max_runtime_ms: Option<i64>,
     alert_on_overlap: bool,
     max_instances: i64,
+    alert_on_duplicate: bool,
     manual_resume: bool,
     methods: String,
     depends_on: String,
@@ -204,7 +205,7 @@ pub(crate) const CHECK_COLUMNS: &str = "c.id, c.uuid, c.slug, c.name, c.descript
     c.interval_ms, c.cron, c.tz, c.grace_ms, c.active_hours, c.zero_items_after_ms, \
     c.zero_items_runs, c.min_items, c.min_items_runs, c.items_below_usual_ppm, c.items_window_ms, \
     c.min_runtime_ms, c.failure_threshold, c.recovery_threshold, c.max_runtime_ms, \
-    c.alert_on_overlap, c.max_instances, c.manual_resume, c.methods, c.depends_on, c.paused, \
+    c.alert_on_overlap, c.max_instances, c.alert_on_duplicate, c.manual_resume, c.methods, c.depends_on, c.paused, \
     c.source, c.created_at, \
     (SELECT i.inhibited_by FROM incidents i WHERE i.check_id = c.id AND i.resolved_at IS NULL) \
     AS inhibited_by, \
@@ -305,6 +306,7 @@ impl CheckRow {
                 max_runtime: duration(self.max_runtime_ms),
                 alert_on_overlap: self.alert_on_overlap,
                 max_instances: u32::try_from(self.max_instances).unwrap_or(1).max(1),
+                alert_on_duplicate: self.alert_on_duplicate,
                 manual_resume: self.manual_resume,
                 methods: if self.methods == "POST" {
                     Methods::Post
@@ -512,6 +514,7 @@ pub(crate) struct CheckValues {
     pub max_runtime_ms: Option<i64>,
     pub alert_on_overlap: bool,
     pub max_instances: i64,
+    pub alert_on_duplicate: bool,
     pub manual_resume: bool,
     pub methods: &'static str,
     pub depends_on: String,
@@ -545,6 +548,7 @@ impl CheckValues {
             max_runtime_ms: spec.max_runtime.map(ms),
             alert_on_overlap: spec.alert_on_overlap,
             max_instances: i64::from(spec.max_instances),
+            alert_on_duplicate: spec.alert_on_duplicate,
             manual_resume: spec.manual_resume,
             methods: spec.methods.as_str(),
             depends_on: serde_json::to_string(&spec.depends_on)?,
@@ -579,6 +583,7 @@ pub(crate) fn insert_check_sql() -> String {
         "max_runtime_ms",
         "alert_on_overlap",
         "max_instances",
+        "alert_on_duplicate",
         "manual_resume",
         "methods",
         "depends_on",
@@ -617,6 +622,7 @@ const UPDATE_COLUMNS: &[&str] = &[
     "max_runtime_ms",
     "alert_on_overlap",
     "max_instances",
+    "alert_on_duplicate",
     "manual_resume",
     "methods",
     "depends_on",
@@ -662,6 +668,7 @@ macro_rules! bind_update_values {
             .bind($v.max_runtime_ms)
             .bind($v.alert_on_overlap)
             .bind($v.max_instances)
+            .bind($v.alert_on_duplicate)
             .bind($v.manual_resume)
             .bind($v.methods)
             .bind($v.depends_on.clone())
@@ -698,6 +705,7 @@ macro_rules! bind_check_values {
             .bind($v.max_runtime_ms)
             .bind($v.alert_on_overlap)
             .bind($v.max_instances)
+            .bind($v.alert_on_duplicate)
             .bind($v.manual_resume)
             .bind($v.methods)
             .bind($v.depends_on.clone())

@@ -22,6 +22,7 @@ use crate::domain::ledger::{self, LedgerRules, Mark};
 use crate::lease::{is_leader, LeaderWatch};
 use crate::log_throttle::Throttled;
 use crate::metrics::Metrics;
+use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::store::{EvalCheck, Store, StoreError};
 
 /// How often touched checks are applied.
@@ -62,6 +63,10 @@ pub struct LedgerWorker {
     rx: mpsc::Receiver<Vec<(i64, i64)>>,
     metrics: Arc<Metrics>,
     cache: RulesCache,
+    dispatch: Option<DispatchHandle>,
+    /// Checks with an open duplicate-run alert, and the slot it is about
+    /// (`None` for one found open at start); read again on each leadership.
+    duplicates: Option<HashMap<i64, Option<i64>>>,
 }
 
 /// A worker and the handle that feeds it.
@@ -73,12 +78,76 @@ pub fn new(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> (LedgerWorker, Ledge
             rx,
             metrics,
             cache: RulesCache::default(),
+            dispatch: None,
+            duplicates: None,
         },
         LedgerHandle { tx },
     )
 }
 
 impl LedgerWorker {
+    /// Where duplicate-run alerts are announced.
+    pub fn set_dispatch(&mut self, dispatch: DispatchHandle) {
+        self.dispatch = Some(dispatch);
+    }
+
+    /// Opens a duplicate-run alert for each slot that ran too often (once
+    /// per check while open), and resolves the open one once a later slot
+    /// ended clean (SPEC §14). Never changes the check's status.
+    async fn settle_duplicates(
+        &mut self,
+        check_id: i64,
+        changes: &ledger::Changes,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        if changes.duplicates.is_empty() && changes.clean.is_empty() {
+            return Ok(());
+        }
+        if self.duplicates.is_none() {
+            let open = self.store.open_duplicate_checks().await?;
+            self.duplicates = Some(open.into_iter().map(|c| (c, None)).collect());
+        }
+        let mut told = false;
+        for (rec, allowed) in &changes.duplicates {
+            let open = self
+                .duplicates
+                .as_ref()
+                .is_some_and(|d| d.contains_key(&check_id));
+            if open || !self.store.duplicate_alert_wanted(check_id).await? {
+                continue;
+            }
+            let detail = serde_json::to_string(&ledger::DuplicateDetail::of(rec, *allowed))
+                .unwrap_or_else(|_| "{}".to_string());
+            self.store
+                .open_duplicate_alert(check_id, now, &detail)
+                .await?;
+            tracing::info!(check = check_id, slot = %ledger::slot_text(rec.slot), "a slot ran more often than max_instances: duplicate-run alert opened");
+            if let Some(d) = self.duplicates.as_mut() {
+                d.insert(check_id, Some(rec.slot));
+            }
+            told = true;
+        }
+        if let Some(&about) = self.duplicates.as_ref().and_then(|d| d.get(&check_id)) {
+            if changes.clean.iter().any(|s| about.is_none_or(|a| *s > a)) {
+                self.store.resolve_duplicate_alert(check_id, now).await?;
+                tracing::info!(
+                    check = check_id,
+                    "a later slot ran once: duplicate-run alert resolved"
+                );
+                if let Some(d) = self.duplicates.as_mut() {
+                    d.remove(&check_id);
+                }
+                told = true;
+            }
+        }
+        if told {
+            if let Some(d) = &self.dispatch {
+                d.notify(DispatchNotice::Checks(vec![check_id]));
+            }
+        }
+        Ok(())
+    }
+
     /// Runs until `stop`; works while this replica leads. Touched checks
     /// are applied as soon as the folder names them, so a notification sent
     /// right after a failure already lists its slot.
@@ -120,6 +189,7 @@ impl LedgerWorker {
                 // A new leader starts from what is stored.
                 pending.clear();
                 look = true;
+                self.duplicates = None;
                 continue;
             }
             if look {
@@ -210,9 +280,10 @@ impl LedgerWorker {
                 .write_ledger(c.id, &mark, &changes.rows, now)
                 .await?
             {
-                for s in changes.ended {
-                    self.metrics.slot_ended(s);
+                for s in &changes.ended {
+                    self.metrics.slot_ended(*s);
                 }
+                self.settle_duplicates(c.id, &changes, now).await?;
             }
         }
         Ok(())
@@ -249,9 +320,10 @@ impl LedgerWorker {
                     .write_ledger(c.id, &mark, &changes.rows, now)
                     .await?
                 {
-                    for s in changes.ended {
-                        self.metrics.slot_ended(s);
+                    for s in &changes.ended {
+                        self.metrics.slot_ended(*s);
                     }
+                    self.settle_duplicates(c.id, &changes, now).await?;
                 }
             }
         }

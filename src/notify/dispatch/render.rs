@@ -71,7 +71,25 @@ impl Dispatcher {
             src.name.clone()
         };
         let mut annotations = LabelSet::new();
+        let duplicate = src
+            .alert_detail
+            .as_deref()
+            .filter(|_| src.is_duplicate())
+            .and_then(|d| serde_json::from_str::<crate::domain::ledger::DuplicateDetail>(d).ok());
         let summary = match status {
+            AlertStatus::Firing if src.is_duplicate() => match &duplicate {
+                Some(d) => format!(
+                    "{display} ran {} times in the slot {} ({} allowed), on {}",
+                    d.runs,
+                    d.slot,
+                    d.allowed,
+                    d.hosts.join("; ")
+                ),
+                None => format!("{display} ran more than once in one slot"),
+            },
+            AlertStatus::Resolved if src.is_duplicate() => {
+                format!("{display} ran once in its latest slot")
+            }
             AlertStatus::Firing if src.is_overlap() => {
                 format!("{display} has two or more runs open at once")
             }
@@ -88,6 +106,10 @@ impl Dispatcher {
             AlertStatus::Resolved => format!("{display} recovered"),
         };
         annotations.insert("summary".into(), summary);
+        if let Some(d) = &duplicate {
+            annotations.insert("slot".into(), d.slot.clone());
+            annotations.insert("hosts".into(), d.hosts.join("\n"));
+        }
         if let Some(t) = src.last_ping_at.and_then(rfc3339) {
             annotations.insert("last_ping".into(), t);
         }
