@@ -80,39 +80,6 @@ impl AlertSource {
     }
 }
 
-/// How many open dead-letter slots an alert's annotation names (then "…
-/// and N more").
-pub const DEAD_LETTERS_LISTED: u32 = 20;
-
-/// Fills the `dead_letter_slots` annotation of incidents whose checks have
-/// open dead-letter slots (one grouped count, then the first slots of those
-/// that have some).
-pub(crate) async fn fill_dead_letters<S: super::ledger::LedgerStore + ?Sized + Sync>(
-    store: &S,
-    sources: &mut [AlertSource],
-) -> Result<(), StoreError> {
-    if !sources.iter().any(|s| !s.is_overlap()) {
-        return Ok(());
-    }
-    let counts = store.dead_letter_counts().await?;
-    let mut said: std::collections::HashMap<i64, String> = std::collections::HashMap::new();
-    for s in sources.iter_mut().filter(|s| !s.is_overlap()) {
-        if !counts.contains_key(&s.check_id) {
-            continue;
-        }
-        if let std::collections::hash_map::Entry::Vacant(e) = said.entry(s.check_id) {
-            let (first, total) = store.dead_letters(s.check_id, DEAD_LETTERS_LISTED).await?;
-            e.insert(crate::domain::ledger::dead_letter_annotation(
-                &first,
-                usize::try_from(total).unwrap_or(0),
-                DEAD_LETTERS_LISTED as usize,
-            ));
-        }
-        s.dead_letters = said.get(&s.check_id).cloned().filter(|t| !t.is_empty());
-    }
-    Ok(())
-}
-
 /// The alert id of the overlap alert stored in row `row_id`: negative, so it
 /// never equals an incident's id.
 pub fn overlap_alert_id(row_id: i64) -> i64 {
@@ -274,19 +241,6 @@ pub trait NotifyStore: Send + Sync {
     async fn resolve_overlap_alert(&self, check_id: i64, at: UnixMs) -> Result<bool, StoreError>;
     /// The checks that have an open overlap alert.
     async fn open_overlap_checks(&self) -> Result<Vec<i64>, StoreError>;
-    /// Opens the check's duplicate-run alert (SPEC §14) with its slot and
-    /// hosts (`detail`, JSON); false when one is open already or the check
-    /// is gone.
-    async fn open_duplicate_alert(
-        &self,
-        check_id: i64,
-        at: UnixMs,
-        detail: &str,
-    ) -> Result<bool, StoreError>;
-    /// Resolves the check's open duplicate-run alert; false when none was open.
-    async fn resolve_duplicate_alert(&self, check_id: i64, at: UnixMs) -> Result<bool, StoreError>;
-    /// The checks with an open duplicate-run alert.
-    async fn open_duplicate_checks(&self) -> Result<Vec<i64>, StoreError>;
     /// The newest `alerts` notification of every (group, receiver).
     async fn latest_notifications(&self) -> Result<Vec<NotificationRecord>, StoreError>;
     /// The newest `alerts` notification of one (group, receiver).
@@ -429,7 +383,7 @@ macro_rules! impl_notify_store {
                             );
                             out.extend(sqlx::query_as(&sql).fetch_all(&self.pool).await?);
                         }
-                        $crate::store::notify::fill_dead_letters(self, &mut out).await?;
+                        $crate::store::ledger::fill_dead_letters(self, &mut out).await?;
                         return Ok(out);
                     }
                     AlertQuery::Checks(ids) => (true, ids.to_vec(), ids.to_vec()),
@@ -468,7 +422,7 @@ macro_rules! impl_notify_store {
                         out.extend(q.fetch_all(&self.pool).await?);
                     }
                 }
-                $crate::store::notify::fill_dead_letters(self, &mut out).await?;
+                $crate::store::ledger::fill_dead_letters(self, &mut out).await?;
                 Ok(out)
             }
 
@@ -509,54 +463,6 @@ macro_rules! impl_notify_store {
                 .await?;
                 tx.commit().await?;
                 Ok(done.rows_affected() > 0)
-            }
-
-            async fn open_duplicate_alert(
-                &self,
-                check_id: i64,
-                at: $crate::domain::ping::UnixMs,
-                detail: &str,
-            ) -> Result<bool, $crate::store::StoreError> {
-                let mut tx = self.begin_fenced().await?;
-                let done = sqlx::query(
-                    "INSERT INTO overlap_alerts (check_id, opened_at, kind, detail) \
-                     SELECT $1, $2, 'duplicate', $3 WHERE EXISTS (SELECT 1 FROM checks WHERE id = $1) \
-                     ON CONFLICT DO NOTHING",
-                )
-                .bind(check_id)
-                .bind(at)
-                .bind(detail)
-                .execute(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                Ok(done.rows_affected() == 1)
-            }
-
-            async fn resolve_duplicate_alert(
-                &self,
-                check_id: i64,
-                at: $crate::domain::ping::UnixMs,
-            ) -> Result<bool, $crate::store::StoreError> {
-                let mut tx = self.begin_fenced().await?;
-                let done = sqlx::query(
-                    "UPDATE overlap_alerts SET resolved_at = $2 \
-                     WHERE check_id = $1 AND resolved_at IS NULL AND kind = 'duplicate'",
-                )
-                .bind(check_id)
-                .bind(at)
-                .execute(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                Ok(done.rows_affected() > 0)
-            }
-
-            async fn open_duplicate_checks(&self) -> Result<Vec<i64>, $crate::store::StoreError> {
-                Ok(sqlx::query_scalar(
-                    "SELECT check_id FROM overlap_alerts WHERE resolved_at IS NULL \
-                     AND kind = 'duplicate' ORDER BY check_id",
-                )
-                .fetch_all(&self.pool)
-                .await?)
             }
 
             async fn open_overlap_checks(&self) -> Result<Vec<i64>, $crate::store::StoreError> {
