@@ -27,6 +27,7 @@ use super::error::AppError;
 use super::v3::unique_key;
 use super::AppState;
 mod list; // the list of checks at `/`, in pages
+mod slots; // the slot ledger: a strip of ticks per check, a slot table per check page
 mod spark; // the item sparkline and the usual band
 
 use self::spark::{band_context, count_text, spark_up_to, usual_band};
@@ -565,6 +566,21 @@ async fn check_page(
             }
         })
         .collect();
+    // The latest slots and what became of each (SPEC §14).
+    let slot_records = match crate::domain::evaluate::Rules::from_spec(&check.spec) {
+        Ok(rules) => {
+            let listed = crate::http::slots::Listed {
+                id: check.id,
+                rules: &rules,
+                paused: check.paused,
+                created_at: Some(check.created_at),
+            };
+            slots::last_slots(&state, listed, now, slots::TABLE).await?
+        }
+        Err(_) => Vec::new(),
+    };
+    let slot_rows = slots::table(&slot_records, now);
+    let dead_letters = slots::any_open(&slot_records);
     let badge = unique_key(check.uuid);
     // How this page's links name the check: never by its uuid.
     let key = crate::domain::name::public_name(check.spec.slug.as_deref(), check.uuid);
@@ -592,6 +608,8 @@ async fn check_page(
             usual => v.usual_items.map(count_text),
             pings,
             locks,
+            slot_rows,
+            dead_letters,
             runs,
             flips,
             incidents,

@@ -38,7 +38,7 @@ const PAGE_BYTES: usize = 640 * 1024;
 /// What the label filter and the label badges may weigh together.
 const LABELS_BYTES: usize = 256 * 1024;
 /// The markup of a row without its text (the status, times, sparkline).
-const ROW_BYTES: usize = 1_500;
+const ROW_BYTES: usize = 2_500;
 /// The markup around one label of a row.
 const ROW_LABEL_BYTES: usize = 48;
 /// The markup around one label of the filter and the badges.
@@ -62,6 +62,8 @@ struct Row {
     /// Polyline points of the last item counts, oldest first.
     spark: Option<String>,
     last_items: Option<i64>,
+    /// The latest slots, oldest first, coloured by state (SPEC §14).
+    ticks: Vec<super::slots::Tick>,
 }
 
 #[derive(Deserialize)]
@@ -75,6 +77,9 @@ pub(super) struct ListQuery {
 /// A check that passes the filters, before its page is known.
 struct Listed {
     id: i64,
+    rules: Option<crate::domain::evaluate::Rules>,
+    paused: bool,
+    created_at: i64,
     view: CheckView,
     title: String,
     status: &'static str,
@@ -115,6 +120,8 @@ pub(super) async fn list(
         };
         let title = crate::domain::explain::check_label(&c.spec);
         let id = c.id;
+        let rules = crate::domain::evaluate::Rules::from_spec_cached(&c.spec, &mut cache).ok();
+        let (paused, created_at) = (c.paused, c.created_at);
         let view = CheckView::new(c, "", &spans, &mut cache);
         let status = status_word(view.status.as_str());
         *counts.entry(status).or_default() += 1;
@@ -123,6 +130,9 @@ pub(super) async fn list(
         }
         listed.push(Listed {
             id,
+            rules,
+            paused,
+            created_at,
             view,
             title,
             status,
@@ -141,6 +151,20 @@ pub(super) async fn list(
     let mut rows = Vec::with_capacity(range.len());
     for l in listed.into_iter().skip(range.start).take(range.len()) {
         let items = recent_items(&state, l.id).await?;
+        let ticks = match &l.rules {
+            Some(rules) => {
+                let check = crate::http::slots::Listed {
+                    id: l.id,
+                    rules,
+                    paused: l.paused,
+                    created_at: Some(l.created_at),
+                };
+                let records =
+                    super::slots::last_slots(&state, check, now, super::slots::STRIP).await?;
+                super::slots::strip(&records)
+            }
+            None => Vec::new(),
+        };
         let v = l.view;
         rows.push(Row {
             key: v
@@ -167,6 +191,7 @@ pub(super) async fn list(
             running: v.running,
             spark: spark(&items),
             last_items: v.last_items,
+            ticks,
         });
     }
 
