@@ -228,6 +228,7 @@ pub async fn run_with_metrics_listener(
     if let Some(d) = &dispatch {
         ledger_worker.set_dispatch(d.clone());
     }
+    ledger_worker.set_evaluator(evaluator_handle.clone());
     tracker.spawn(ledger_worker.run(workers_stop.clone(), leader.clone()));
     let ingest = Ingest::start(
         store.clone(),

@@ -23,19 +23,30 @@ use crate::lease::{is_leader, LeaderWatch};
 use crate::log_throttle::Throttled;
 use crate::metrics::Metrics;
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
+use crate::workers::evaluator::EvaluatorHandle;
 use crate::store::{EvalCheck, Store, StoreError};
 
 /// How often touched checks are applied.
 pub const APPLY_EVERY: Duration = Duration::from_millis(500);
 /// How often the checks that stopped pinging are swept.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// The least time between two passes.
+const MIN_GAP: Duration = Duration::from_millis(100);
 /// Checks looked for at once that the ledger is behind on.
 const BEHIND_PAGE: u32 = 10_000;
 /// Checks per step of work.
-const CHECKS_PER_STEP: usize = 200;
+const CHECKS_PER_STEP: usize = 2_000;
 /// Touched batches queued before the folder's notes are dropped (and the
 /// worker looks for what it missed in the database instead).
 const QUEUE: usize = 1024;
+
+/// A check the folder touched, as the ledger needs it.
+struct Touched {
+    id: i64,
+    rules: Rules,
+    /// How many pings its summary holds.
+    upto: i64,
+}
 
 /// Failures, logged once per interval while they repeat.
 static FAILED: Throttled = Throttled::every_10s();
@@ -64,6 +75,13 @@ pub struct LedgerWorker {
     metrics: Arc<Metrics>,
     cache: RulesCache,
     dispatch: Option<DispatchHandle>,
+    /// Where the rules of the checks are held in memory.
+    evaluator: Option<EvaluatorHandle>,
+    /// The marks as this worker last wrote them (a write moves a mark only
+    /// from the revision read, so a stale one is found out and read again).
+    marks: HashMap<i64, Mark>,
+    /// Checks to apply again on the next pass (their mark moved meanwhile).
+    again: Vec<(i64, i64)>,
     /// Checks with an open duplicate-run alert, and the slot it is about
     /// (`None` for one found open at start); read again on each leadership.
     duplicates: Option<HashMap<i64, Option<i64>>>,
@@ -79,6 +97,9 @@ pub fn new(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> (LedgerWorker, Ledge
             metrics,
             cache: RulesCache::default(),
             dispatch: None,
+            evaluator: None,
+            marks: HashMap::new(),
+            again: Vec::new(),
             duplicates: None,
         },
         LedgerHandle { tx },
@@ -86,6 +107,11 @@ pub fn new(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> (LedgerWorker, Ledge
 }
 
 impl LedgerWorker {
+    /// Where the checks' rules are read from.
+    pub fn set_evaluator(&mut self, evaluator: EvaluatorHandle) {
+        self.evaluator = Some(evaluator);
+    }
+
     /// Where duplicate-run alerts are announced.
     pub fn set_dispatch(&mut self, dispatch: DispatchHandle) {
         self.dispatch = Some(dispatch);
@@ -159,6 +185,7 @@ impl LedgerWorker {
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Whether to look in the database for checks the ledger is behind on.
         let mut look = true;
+        let mut last_pass: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
@@ -190,6 +217,7 @@ impl LedgerWorker {
                 pending.clear();
                 look = true;
                 self.duplicates = None;
+                self.marks.clear();
                 continue;
             }
             if look {
@@ -205,6 +233,18 @@ impl LedgerWorker {
                     Err(e) => failed(&e),
                 }
             }
+            // Under a steady stream of pings, passes come at most every
+            // MIN_GAP, each taking what gathered meanwhile.
+            let since = last_pass.map_or(MIN_GAP, |t| t.elapsed());
+            if since < MIN_GAP {
+                tokio::time::sleep(MIN_GAP - since).await;
+                while let Ok(more) = self.rx.try_recv() {
+                    merge(&mut pending, more);
+                }
+            }
+            last_pass = Some(tokio::time::Instant::now());
+            let again = std::mem::take(&mut self.again);
+            merge(&mut pending, again);
             let ids: Vec<(i64, i64)> = pending.drain().collect();
             for step in ids.chunks(CHECKS_PER_STEP) {
                 if let Err(e) = self.apply(step).await {
@@ -224,18 +264,16 @@ impl LedgerWorker {
 
     /// Applies the pings of these checks recorded after their marks.
     async fn apply(&mut self, step: &[(i64, i64)]) -> Result<(), StoreError> {
-        let ids: Vec<i64> = step.iter().map(|(id, _)| *id).collect();
-        let checks = self.store.eval_checks_in(&ids).await?;
+        let checks = self.checks(step).await?;
         let mut marks: BTreeMap<i64, Mark> = BTreeMap::new();
         let mut wants = Vec::new();
         for c in &checks {
-            let mark = self.store.ledger_mark(c.id).await?;
-            let upto = step
-                .iter()
-                .find(|(id, _)| *id == c.id)
-                .map_or(c.summary.n_pings, |(_, u)| (*u).max(c.summary.n_pings));
-            if upto > mark.n {
-                wants.push((c.id, mark.n, upto));
+            let mark = match self.marks.get(&c.id) {
+                Some(m) => m.clone(),
+                None => self.store.ledger_mark(c.id).await?,
+            };
+            if c.upto > mark.n {
+                wants.push((c.id, mark.n, c.upto));
             }
             marks.insert(c.id, mark);
         }
@@ -249,9 +287,7 @@ impl LedgerWorker {
             let Some(pings) = by_check.get(&c.id) else {
                 continue;
             };
-            let Some(rules) = self.rules(c) else {
-                continue;
-            };
+            let rules = &c.rules;
             let Some(mut mark) = marks.remove(&c.id) else {
                 continue;
             };
@@ -265,7 +301,7 @@ impl LedgerWorker {
             let mut older: Vec<i64> = pings
                 .iter()
                 .filter_map(|p| lr.slot_of(p))
-                .filter(|s| cur.is_none_or(|c| *s <= c))
+                .filter(|s| cur.is_none_or(|c| *s < c))
                 .collect();
             older.sort_unstable();
             older.dedup();
@@ -280,13 +316,57 @@ impl LedgerWorker {
                 .write_ledger(c.id, &mark, &changes.rows, now)
                 .await?
             {
+                mark.rev += 1;
+                self.marks.insert(c.id, mark);
                 for s in &changes.ended {
                     self.metrics.slot_ended(*s);
                 }
                 self.settle_duplicates(c.id, &changes, now).await?;
+            } else {
+                // Written meanwhile (a resolve): read it again, and apply
+                // these pings again on the next pass.
+                self.marks.remove(&c.id);
+                self.again.push((c.id, c.upto));
             }
         }
         Ok(())
+    }
+
+    /// The rules of these checks and how many pings their summaries hold:
+    /// from the evaluator's memory, else from the database.
+    async fn checks(&mut self, step: &[(i64, i64)]) -> Result<Vec<Touched>, StoreError> {
+        let ids: Vec<i64> = step.iter().map(|(id, _)| *id).collect();
+        let upto: HashMap<i64, i64> = step.iter().copied().collect();
+        let mut out = Vec::with_capacity(ids.len());
+        let held = match &self.evaluator {
+            Some(e) => e.snapshot(ids.clone()).await.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        for s in held {
+            let n = upto.get(&s.id).copied().unwrap_or(0).max(s.summary.n_pings);
+            out.push(Touched {
+                id: s.id,
+                rules: s.rules,
+                upto: n,
+            });
+        }
+        let missing: Vec<i64> = ids
+            .into_iter()
+            .filter(|id| !out.iter().any(|t| t.id == *id))
+            .collect();
+        if !missing.is_empty() {
+            for c in self.store.eval_checks_in(&missing).await? {
+                if let Some(rules) = self.rules(&c) {
+                    let n = upto.get(&c.id).copied().unwrap_or(0).max(c.summary.n_pings);
+                    out.push(Touched {
+                        id: c.id,
+                        rules,
+                        upto: n,
+                    });
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Records the missed slots of checks that are late or down, and marks
@@ -294,6 +374,7 @@ impl LedgerWorker {
     async fn sweep(&mut self, now: i64) -> Result<(), StoreError> {
         let (overdue, paused) = self.store.ledger_sweep_candidates().await?;
         for id in paused {
+            self.marks.remove(&id);
             let mut mark = self.store.ledger_mark(id).await?;
             mark.paused = true;
             self.store
@@ -310,6 +391,7 @@ impl LedgerWorker {
                     hours: rules.hours.as_deref(),
                     max_instances: rules.max_instances,
                 };
+                self.marks.remove(&c.id);
                 let mut mark = self.store.ledger_mark(c.id).await?;
                 let changes = ledger::sweep(&lr, &mut mark, now);
                 if changes == ledger::Changes::default() {
