@@ -224,7 +224,8 @@ pub async fn run_with_metrics_listener(
     ));
 
     // The slot ledger follows what each fold recorded (SPEC §14).
-    let (ledger_worker, ledger) = crate::workers::ledger::new(store.clone(), metrics.clone());
+    let (ledger_worker, ledger) =
+        crate::workers::ledger::new(store.clone(), metrics.clone(), dispatch.clone());
     tracker.spawn(ledger_worker.run(workers_stop.clone(), leader.clone()));
     let ingest = Ingest::start(
         store.clone(),

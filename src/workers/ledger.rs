@@ -22,6 +22,7 @@ use crate::domain::ledger::{self, LedgerRules, Mark};
 use crate::lease::{is_leader, LeaderWatch};
 use crate::log_throttle::Throttled;
 use crate::metrics::Metrics;
+use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
 use crate::store::{EvalCheck, Store, StoreError};
 
 /// How often touched checks are applied.
@@ -62,10 +63,18 @@ pub struct LedgerWorker {
     rx: mpsc::Receiver<Vec<(i64, i64)>>,
     metrics: Arc<Metrics>,
     cache: RulesCache,
+    /// Told which checks' dead letters changed, so an alert about to be
+    /// sent reads them again (`dead_letter_slots`).
+    dispatch: Option<DispatchHandle>,
 }
 
-/// A worker and the handle that feeds it.
-pub fn new(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> (LedgerWorker, LedgerHandle) {
+/// A worker and the handle that feeds it; `dispatch`, when notifications
+/// are on, hears of the checks whose dead letters it changed.
+pub fn new(
+    store: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
+    dispatch: Option<DispatchHandle>,
+) -> (LedgerWorker, LedgerHandle) {
     let (tx, rx) = mpsc::channel(QUEUE);
     (
         LedgerWorker {
@@ -73,6 +82,7 @@ pub fn new(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> (LedgerWorker, Ledge
             rx,
             metrics,
             cache: RulesCache::default(),
+            dispatch,
         },
         LedgerHandle { tx },
     )
@@ -175,6 +185,7 @@ impl LedgerWorker {
             by_check.entry(id).or_default().push(p);
         }
         let now = now_ms();
+        let mut changed = Vec::new();
         for c in &checks {
             let Some(pings) = by_check.get(&c.id) else {
                 continue;
@@ -201,6 +212,7 @@ impl LedgerWorker {
             older.dedup();
             let rows = self.store.ledger_rows_at(c.id, &older).await?;
             let was = mark.n;
+            let was_dead = open_dead_letter(&mark);
             let changes = ledger::apply(&lr, &mut mark, &rows, pings);
             if mark.n == was {
                 continue;
@@ -210,12 +222,24 @@ impl LedgerWorker {
                 .write_ledger(c.id, &mark, &changes.rows, now)
                 .await?
             {
+                if !changes.rows.is_empty() || was_dead != open_dead_letter(&mark) {
+                    changed.push(c.id);
+                }
                 for s in changes.ended {
                     self.metrics.slot_ended(s);
                 }
             }
         }
+        self.dead_letters_changed(changed);
         Ok(())
+    }
+
+    /// The dispatcher reads these checks' alerts again: one that is still
+    /// waiting for its group is sent with the slots it failed or missed.
+    fn dead_letters_changed(&self, ids: Vec<i64>) {
+        if let (Some(d), false) = (&self.dispatch, ids.is_empty()) {
+            d.notify(DispatchNotice::Checks(ids));
+        }
     }
 
     /// Records the missed slots of checks that are late or down, and marks
@@ -230,6 +254,7 @@ impl LedgerWorker {
                 .await?;
         }
         for step in overdue.chunks(CHECKS_PER_STEP) {
+            let mut changed = Vec::new();
             for c in self.store.eval_checks_in(step).await? {
                 let Some(rules) = self.rules(&c) else {
                     continue;
@@ -249,14 +274,23 @@ impl LedgerWorker {
                     .write_ledger(c.id, &mark, &changes.rows, now)
                     .await?
                 {
+                    changed.push(c.id);
                     for s in changes.ended {
                         self.metrics.slot_ended(s);
                     }
                 }
             }
+            self.dead_letters_changed(changed);
         }
         Ok(())
     }
+}
+
+/// Whether the current slot's record is an open dead letter.
+fn open_dead_letter(mark: &Mark) -> bool {
+    mark.current
+        .as_ref()
+        .is_some_and(|r| r.state.is_dead_letter())
 }
 
 fn merge(pending: &mut HashMap<i64, i64>, checks: Vec<(i64, i64)>) {
