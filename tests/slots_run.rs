@@ -5,69 +5,16 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-
 use chrono::{DateTime, DurationRound, Utc};
 use common::api::{api_keys_toml, call, WRITE};
+use common::runs::{lines, run};
 use common::sinks::WebhookSink;
-use common::{TestServer, HANG_GUARD, PING_KEY};
+use common::{TestServer, PING_KEY};
 use serde_json::{json, Value};
 
 /// How much two instants the server recorded in whole milliseconds may
 /// understate the real time between them.
 const CLOCK_ROUNDING_MS: i64 = 5;
-
-/// `overdue run FLAGS URL -- sh -c SCRIPT`, started now.
-fn start_run(flags: &[&str], url: &str, script: &str, dir: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_overdue"))
-        .arg("run")
-        .args(flags)
-        .arg(url)
-        .arg("--")
-        .args(["sh", "-c", script])
-        .current_dir(dir)
-        .env_remove("OVERDUE_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn overdue run")
-}
-
-/// Waits for a run; its exit code and what it wrote to stderr.
-fn finish(child: Child) -> (i32, String) {
-    let out = child.wait_with_output().expect("wait for overdue run");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-async fn finish_all(children: Vec<Child>) -> Vec<(i32, String)> {
-    tokio::time::timeout(
-        HANG_GUARD,
-        tokio::task::spawn_blocking(move || children.into_iter().map(finish).collect()),
-    )
-    .await
-    .expect("hang guard: overdue run did not end")
-    .unwrap()
-}
-
-/// One `overdue run`, to its end: its exit code and stderr.
-async fn run(flags: &[&str], url: &str, script: &str, dir: &Path) -> (i32, String) {
-    finish_all(vec![start_run(flags, url, script, dir)])
-        .await
-        .remove(0)
-}
-
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
 
 fn kinds(pings: &[Value]) -> Vec<String> {
     pings

@@ -8,8 +8,9 @@
 //!   record of that slot (the **current** record); every expected slot up to
 //!   the mark that has no row of its own was done by one run, once;
 //! - a **row** per exception: a slot that failed, was missed, was retried,
-//!   ran more than once (a duplicate), was resolved by a person, or was
-//!   still running when a later slot began.
+//!   ran more than once (a duplicate), was resolved by a person, was
+//!   still running when a later slot began, or ran in quiet time (a slot
+//!   quiet hours leave unexpected reads as `quiet` without a row).
 //!
 //! A slot without a row after the mark is `pending` while it is the
 //! current slot, `missed` once a later one began (the sweep writes those
@@ -349,6 +350,33 @@ impl LedgerRules<'_> {
         self.max_instances.max(1).saturating_mul(burst)
     }
 
+    /// Whether the slot starting at `slot` is expected (not left out by
+    /// quiet hours).
+    fn expected(&self, slot: UnixMs) -> bool {
+        instant(slot).is_none_or(|t| slots::expected(self.expect, self.hours, t))
+    }
+
+    /// A slot before the mark without a row: done by one run, once, if it
+    /// was expected; else quiet (a run in quiet time keeps a row).
+    fn before_mark(&self, slot: UnixMs) -> SlotRecord {
+        if self.expected(slot) {
+            SlotRecord::implied_done(slot)
+        } else {
+            SlotRecord {
+                slot,
+                state: SlotState::Quiet,
+                ..SlotRecord::default()
+            }
+        }
+    }
+
+    /// Whether the ledger keeps a row for the record once it is no longer
+    /// the current slot: an exception, or a run in a slot quiet hours left
+    /// unexpected (without a row it would read as quiet).
+    fn keeps(&self, rec: &SlotRecord) -> bool {
+        rec.is_exception() || (rec.attempts > 0 && !self.expected(rec.slot))
+    }
+
     /// The slot a ping belongs to: the one it named (the slot that instant
     /// falls in), else the latest slot start at or before its arrival.
     pub fn slot_of(&self, p: &LedgerPing) -> Option<UnixMs> {
@@ -452,7 +480,7 @@ pub fn apply(
             Some(c) if slot < c => {
                 let stored = changes.rows.get(&slot).or_else(|| rows.get(&slot)).cloned();
                 let had_row = stored.is_some();
-                let mut rec = stored.unwrap_or_else(|| SlotRecord::implied_done(slot));
+                let mut rec = stored.unwrap_or_else(|| rules.before_mark(slot));
                 let before = rec.clone();
                 rec.apply(p, rules.allowed(slot));
                 if rec.duplicate > before.duplicate {
@@ -460,7 +488,7 @@ pub fn apply(
                 }
                 // A row is kept up to date; a slot done without one gets a
                 // row only if it becomes an exception (a duplicate run).
-                if rec != before && (had_row || rec.is_exception()) {
+                if rec != before && (had_row || rules.keeps(&rec)) {
                     if before.state.is_dead_letter() && !rec.state.is_dead_letter() {
                         changes.ended.push(rec.state);
                     }
@@ -510,9 +538,7 @@ pub fn apply(
 /// never had a run was missed.
 fn finish(rules: &LedgerRules<'_>, changes: &mut Changes, mut rec: SlotRecord) {
     if rec.state == SlotState::Pending {
-        let expected =
-            instant(rec.slot).is_none_or(|t| slots::expected(rules.expect, rules.hours, t));
-        rec.state = if expected {
+        rec.state = if rules.expected(rec.slot) {
             SlotState::Missed
         } else {
             SlotState::Quiet
@@ -522,7 +548,7 @@ fn finish(rules: &LedgerRules<'_>, changes: &mut Changes, mut rec: SlotRecord) {
     if rec.state == SlotState::Done && rec.duplicate == 0 {
         changes.clean.push(rec.slot);
     }
-    if rec.is_exception() {
+    if rules.keeps(&rec) {
         changes.rows.insert(rec.slot, rec);
     }
 }
@@ -581,7 +607,7 @@ pub fn state_at(
         return c;
     }
     if cur.is_some_and(|c| slot < c.slot) {
-        return SlotRecord::implied_done(slot);
+        return rules.before_mark(slot);
     }
     let mut r = SlotRecord::new(slot);
     r.state = match instant(slot) {
@@ -986,9 +1012,17 @@ mod tests {
         let mut mark = Mark::default();
         let mut p = Pings::new();
         p.add(PingKind::Success, "2026-12-05T16:05:00Z", None, None)
+            .add(PingKind::Success, "2026-12-05T20:05:00Z", None, None)
             .add(PingKind::Success, "2026-12-06T09:05:00Z", None, None);
         let c = apply(&r, &mut mark, &BTreeMap::new(), &p.1);
-        assert!(c.rows.is_empty(), "{:?}", c.rows);
+        // Only the run in quiet time keeps a row: without one it would
+        // read as quiet.
+        let ran = ms("2026-12-05T20:00:00Z");
+        assert_eq!(c.rows.keys().copied().collect::<Vec<_>>(), [ran]);
+        assert_eq!(
+            (c.rows[&ran].state, c.rows[&ran].runs),
+            (SlotState::Done, 1)
+        );
         let shown = state_at(
             &r,
             &mark,
@@ -997,8 +1031,23 @@ mod tests {
             false,
             ms("2026-12-06T10:00:00Z"),
         );
-        // Before the mark without a row: done (it was not expected either).
-        assert_eq!(shown.state, SlotState::Done);
+        // Before the mark without a row: quiet, not a run that never was.
+        assert_eq!(
+            shown,
+            SlotRecord {
+                state: SlotState::Quiet,
+                ..SlotRecord::new(ms("2026-12-06T03:00:00Z"))
+            }
+        );
+        let active = state_at(
+            &r,
+            &mark,
+            None,
+            ms("2026-12-05T16:00:00Z"),
+            false,
+            ms("2026-12-06T10:00:00Z"),
+        );
+        assert_eq!(active, SlotRecord::implied_done(ms("2026-12-05T16:00:00Z")));
         let later = state_at(
             &r,
             &mark,

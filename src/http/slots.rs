@@ -156,8 +156,9 @@ struct CheckSlotsQuery {
     before: Option<String>,
 }
 
+/// A parameter that is not valid: `422`, as the routes document.
 fn invalid(field: &str, message: String) -> AppError {
-    AppError::Invalid(vec![FieldError {
+    AppError::Unprocessable(vec![FieldError {
         field: field.into(),
         message,
     }])

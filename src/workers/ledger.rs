@@ -23,8 +23,8 @@ use crate::lease::{is_leader, LeaderWatch};
 use crate::log_throttle::Throttled;
 use crate::metrics::Metrics;
 use crate::notify::dispatch::{DispatchHandle, DispatchNotice};
-use crate::workers::evaluator::EvaluatorHandle;
 use crate::store::{EvalCheck, Store, StoreError};
+use crate::workers::evaluator::EvaluatorHandle;
 
 /// How often touched checks are applied.
 pub const APPLY_EVERY: Duration = Duration::from_millis(500);
@@ -74,6 +74,8 @@ pub struct LedgerWorker {
     rx: mpsc::Receiver<Vec<(i64, i64)>>,
     metrics: Arc<Metrics>,
     cache: RulesCache,
+    /// Told which checks' dead letters or duplicate-run alerts changed, so
+    /// an alert about to be sent reads them again (`dead_letter_slots`).
     dispatch: Option<DispatchHandle>,
     /// Where the rules of the checks are held in memory.
     evaluator: Option<EvaluatorHandle>,
@@ -283,6 +285,7 @@ impl LedgerWorker {
             by_check.entry(id).or_default().push(p);
         }
         let now = now_ms();
+        let mut changed = Vec::new();
         for c in &checks {
             let Some(pings) = by_check.get(&c.id) else {
                 continue;
@@ -307,6 +310,7 @@ impl LedgerWorker {
             older.dedup();
             let rows = self.store.ledger_rows_at(c.id, &older).await?;
             let was = mark.n;
+            let was_dead = open_dead_letter(&mark);
             let changes = ledger::apply(&lr, &mut mark, &rows, pings);
             if mark.n == was {
                 continue;
@@ -316,6 +320,9 @@ impl LedgerWorker {
                 .write_ledger(c.id, &mark, &changes.rows, now)
                 .await?
             {
+                if !changes.rows.is_empty() || was_dead != open_dead_letter(&mark) {
+                    changed.push(c.id);
+                }
                 mark.rev += 1;
                 self.marks.insert(c.id, mark);
                 for s in &changes.ended {
@@ -329,6 +336,7 @@ impl LedgerWorker {
                 self.again.push((c.id, c.upto));
             }
         }
+        self.dead_letters_changed(changed);
         Ok(())
     }
 
@@ -369,6 +377,14 @@ impl LedgerWorker {
         Ok(out)
     }
 
+    /// The dispatcher reads these checks' alerts again: one that is still
+    /// waiting for its group is sent with the slots it failed or missed.
+    fn dead_letters_changed(&self, ids: Vec<i64>) {
+        if let (Some(d), false) = (&self.dispatch, ids.is_empty()) {
+            d.notify(DispatchNotice::Checks(ids));
+        }
+    }
+
     /// Records the missed slots of checks that are late or down, and marks
     /// paused checks so the slots of the pause are not missed.
     async fn sweep(&mut self, now: i64) -> Result<(), StoreError> {
@@ -382,6 +398,7 @@ impl LedgerWorker {
                 .await?;
         }
         for step in overdue.chunks(CHECKS_PER_STEP) {
+            let mut changed = Vec::new();
             for c in self.store.eval_checks_in(step).await? {
                 let Some(rules) = self.rules(&c) else {
                     continue;
@@ -402,15 +419,24 @@ impl LedgerWorker {
                     .write_ledger(c.id, &mark, &changes.rows, now)
                     .await?
                 {
+                    changed.push(c.id);
                     for s in &changes.ended {
                         self.metrics.slot_ended(*s);
                     }
                     self.settle_duplicates(c.id, &changes, now).await?;
                 }
             }
+            self.dead_letters_changed(changed);
         }
         Ok(())
     }
+}
+
+/// Whether the current slot's record is an open dead letter.
+fn open_dead_letter(mark: &Mark) -> bool {
+    mark.current
+        .as_ref()
+        .is_some_and(|r| r.state.is_dead_letter())
 }
 
 fn merge(pending: &mut HashMap<i64, i64>, checks: Vec<(i64, i64)>) {

@@ -13,6 +13,7 @@ pub mod lease;
 pub mod messages;
 pub mod peers;
 pub mod pg_cluster;
+pub mod runs;
 pub mod sinks;
 pub mod stores;
 pub mod waits;
