@@ -32,11 +32,6 @@ pub enum AppError {
     BadRequest(String),
     #[error("invalid fields")]
     Invalid(Vec<FieldError>),
-    /// Well-formed parameters naming what does not exist, answered `422`
-    /// as the slot ledger's routes document (a state that is not one, a
-    /// time that is not a slot's start).
-    #[error("invalid fields")]
-    Unprocessable(Vec<FieldError>),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -69,7 +64,6 @@ impl IntoResponse for AppError {
         let (status, code) = match &self {
             AppError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             AppError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid"),
-            AppError::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid"),
             AppError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             AppError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             AppError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
@@ -78,7 +72,7 @@ impl IntoResponse for AppError {
             AppError::DiskFull(_) => (StatusCode::SERVICE_UNAVAILABLE, "disk_full"),
         };
         let body = match &self {
-            AppError::Invalid(fields) | AppError::Unprocessable(fields) => json!({ "error": {
+            AppError::Invalid(fields) => json!({ "error": {
                 "code": code,
                 "message": fields.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
                 "fields": fields.iter().map(|f| json!({"field": f.field, "message": f.message})).collect::<Vec<_>>(),

@@ -156,9 +156,8 @@ struct CheckSlotsQuery {
     before: Option<String>,
 }
 
-/// A parameter that is not valid: `422`, as the routes document.
 fn invalid(field: &str, message: String) -> AppError {
-    AppError::Unprocessable(vec![FieldError {
+    AppError::Invalid(vec![FieldError {
         field: field.into(),
         message,
     }])

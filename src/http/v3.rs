@@ -101,9 +101,7 @@ impl From<AppError> for V3Error {
     fn from(e: AppError) -> V3Error {
         match e {
             AppError::BadRequest(m) => V3Error::bad(m),
-            AppError::Invalid(fields) | AppError::Unprocessable(fields) => {
-                V3Error::bad(validation(&fields))
-            }
+            AppError::Invalid(fields) => V3Error::bad(validation(&fields)),
             AppError::NotFound(_) => V3Error::new(StatusCode::NOT_FOUND, "not found"),
             AppError::Conflict(m) => V3Error::new(StatusCode::CONFLICT, m),
             AppError::Unauthorized(_) => V3Error::new(StatusCode::UNAUTHORIZED, "wrong api key"),
