@@ -313,7 +313,7 @@ both_backends!(
             let (_, d) = get(&s, &format!("/ping/{cuuid}/due")).await;
             assert_eq!(d["due"], true, "{d}");
             let slot = d["slot"].as_str().unwrap().to_string();
-            assert!(slot.ends_with(":00.000Z"), "a fire time: {slot}");
+            assert!(slot.ends_with(":00Z"), "a fire time: {slot}");
             s.ping(&format!("/ping/{cuuid}")).await;
             let (_, d) = get(&s, &format!("/ping/{cuuid}/due")).await;
             if d["slot"] == slot.as_str() {

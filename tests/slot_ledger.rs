@@ -368,7 +368,7 @@ both_backends!(
             Some(who),
         )
         .await;
-        assert_eq!(st, 422, "{off}");
+        assert_eq!(st, 400, "{off}");
         let msg = off["error"]["message"].as_str().unwrap();
         assert!(msg.contains("not the start of a slot"), "{msg}");
         assert!(msg.contains(&slot), "names the slot it falls in: {msg}");
@@ -808,14 +808,14 @@ both_backends!(
             "/api/v1/slots?state=bogus",
         ] {
             let (st, v) = call(&s, "GET", path, None, None).await;
-            assert_eq!(st, 422, "{path}: {v}");
+            assert_eq!(st, 400, "{path}: {v}");
             let msg = v["error"]["message"].as_str().unwrap();
             assert!(msg.contains("\"bogus\""), "{path}: {msg}");
             assert!(msg.contains(valid), "{path}: {msg}");
             assert_eq!(v["error"]["fields"][0]["field"], "state", "{path}: {v}");
         }
         let (st, v) = call(&s, "GET", "/api/v1/checks/bad/slots?limit=0", None, None).await;
-        assert_eq!(st, 422, "{v}");
+        assert_eq!(st, 400, "{v}");
         assert_eq!(v["error"]["fields"][0]["field"], "limit", "{v}");
         let (st, v) = call(&s, "GET", "/api/v1/checks/nosuch/slots", None, None).await;
         assert_eq!(st, 404, "{v}");

@@ -375,8 +375,12 @@ impl Guard {
         let answer = self.ask_due(pick, self.retry).await?;
         if let Pick::Slot { at, force } = pick {
             if !answer.due && !force {
+                let why = match answer.reason.as_deref() {
+                    Some("quiet") => "is quiet (outside the check's active hours)",
+                    _ => "is done",
+                };
                 return Err(Unanswered::Refused(format!(
-                    "the slot {at} is done; give --force to run it again"
+                    "the slot {at} {why}; give --force to run it anyway"
                 )));
             }
             return Ok(Due::Yes(answer.slot().into_iter().collect()));

@@ -138,6 +138,10 @@ pub struct Resolution {
     pub was: SlotState,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// The most attempts a record lists (the count goes on).
 pub const MAX_LISTED_ATTEMPTS: usize = 20;
 
@@ -157,9 +161,16 @@ pub struct SlotRecord {
     pub successes: u32,
     #[serde(default)]
     pub skips: u32,
-    /// Runs or successes beyond what the slot allows (`max_instances`).
+    /// Runs or successes beyond what the slot allows (`max_instances`),
+    /// counting only those that came while the slot was the current one: a
+    /// catch-up or a rerun by hand later is no second host.
     #[serde(default)]
     pub duplicate: u32,
+    /// Runs started, and successes, while the slot was the current one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub timely_runs: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub timely_successes: u32,
     /// The items the last success reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items: Option<i64>,
@@ -187,6 +198,8 @@ impl SlotRecord {
             attempts: 1,
             runs: 1,
             successes: 1,
+            timely_runs: 1,
+            timely_successes: 1,
             ..SlotRecord::default()
         }
     }
@@ -263,14 +276,17 @@ impl SlotRecord {
         false
     }
 
-    /// Applies one ping; `allowed` is how many runs the slot allows.
-    fn apply(&mut self, p: &LedgerPing, allowed: u32) {
+    /// Applies one ping; `allowed` is how many runs the slot allows,
+    /// `timely` whether the ping came while the slot was the current one.
+    fn apply(&mut self, p: &LedgerPing, allowed: u32, timely: bool) {
+        let timely = u32::from(timely);
         match p.kind {
             PingKind::Start => {
                 let retry = p.rid.is_some_and(|r| self.has_run(r));
                 self.attempts += 1;
                 if !retry {
                     self.runs += 1;
+                    self.timely_runs += timely;
                 }
                 self.list(Attempt {
                     started_at: Some(p.at),
@@ -291,6 +307,7 @@ impl SlotRecord {
             PingKind::Fail => {
                 if !self.close(p, "failed") {
                     self.runs += 1;
+                    self.timely_runs += timely;
                 }
                 if !self.state.is_closed() {
                     self.state = SlotState::Failed;
@@ -299,8 +316,10 @@ impl SlotRecord {
             PingKind::Success => {
                 if !self.close(p, "success") {
                     self.runs += 1;
+                    self.timely_runs += timely;
                 }
                 self.successes += 1;
+                self.timely_successes += timely;
                 self.state = SlotState::Done;
                 if let Some(items) = p.items {
                     self.items = Some(items);
@@ -309,7 +328,10 @@ impl SlotRecord {
             PingKind::Skip => self.skips += 1,
             PingKind::Log | PingKind::Ignored => {}
         }
-        self.duplicate = self.runs.max(self.successes).saturating_sub(allowed);
+        self.duplicate = self
+            .timely_runs
+            .max(self.timely_successes)
+            .saturating_sub(allowed);
     }
 }
 
@@ -375,6 +397,13 @@ impl LedgerRules<'_> {
     /// unexpected (without a row it would read as quiet).
     fn keeps(&self, rec: &SlotRecord) -> bool {
         rec.is_exception() || (rec.attempts > 0 && !self.expected(rec.slot))
+    }
+
+    /// Whether the ping came while `slot` was the current slot.
+    pub fn arrived_in(&self, p: &LedgerPing, slot: UnixMs) -> bool {
+        instant(p.at)
+            .and_then(|t| slots::slot_at(self.expect, t))
+            .is_some_and(|s| s.timestamp_millis() == slot)
     }
 
     /// The slot a ping belongs to: the one it named (the slot that instant
@@ -482,7 +511,7 @@ pub fn apply(
                 let had_row = stored.is_some();
                 let mut rec = stored.unwrap_or_else(|| rules.before_mark(slot));
                 let before = rec.clone();
-                rec.apply(p, rules.allowed(slot));
+                rec.apply(p, rules.allowed(slot), rules.arrived_in(p, slot));
                 if rec.duplicate > before.duplicate {
                     changes.duplicates.push((rec.clone(), rules.allowed(slot)));
                 }
@@ -525,7 +554,7 @@ pub fn apply(
         }
         if let Some(cur) = mark.current.as_mut() {
             let was = cur.duplicate;
-            cur.apply(p, rules.allowed(slot));
+            cur.apply(p, rules.allowed(slot), rules.arrived_in(p, slot));
             if cur.duplicate > was {
                 changes.duplicates.push((cur.clone(), rules.allowed(slot)));
             }
@@ -643,7 +672,7 @@ impl DuplicateDetail {
     pub fn of(rec: &SlotRecord, allowed: u32) -> DuplicateDetail {
         DuplicateDetail {
             slot: slot_text(rec.slot),
-            runs: rec.runs.max(rec.successes),
+            runs: rec.timely_runs.max(rec.timely_successes),
             allowed,
             hosts: rec
                 .hosts()
@@ -873,6 +902,20 @@ mod tests {
         let c2 = apply(&rules(&e), &mut mark, &c.rows, &q.1);
         assert_eq!(c2.clean, vec![ms("2026-12-05T11:00:00Z")]);
         assert!(c2.duplicates.is_empty());
+        // A rerun of the 10:00 slot by hand at 12:30 is no second host: it
+        // is counted, and the slot is still one duplicate over.
+        let mut q = Pings(100, Vec::new());
+        q.add(
+            PingKind::Success,
+            "2026-12-05T12:30:00Z",
+            Some(9),
+            Some("2026-12-05T10:00:00Z"),
+        );
+        let mut later = mark.clone();
+        let c4 = apply(&rules(&e), &mut later, &c.rows, &q.1);
+        let r4 = &c4.rows[&ms("2026-12-05T10:00:00Z")];
+        assert_eq!((r4.successes, r4.duplicate), (3, 1));
+        assert!(c4.duplicates.is_empty());
         // With two seats, two runs are allowed.
         let mut mark = Mark::default();
         let two = LedgerRules {

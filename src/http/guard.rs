@@ -10,7 +10,7 @@ use super::api::rfc3339;
 use super::AppState;
 use crate::clock;
 use crate::domain::evaluate::{instant, Rules};
-use crate::domain::guard::{default_lock_ttl, due, parse_lock_ttl, MAX_HOLDER};
+use crate::domain::guard::{default_lock_ttl, due, parse_lock_ttl, DueReason, MAX_HOLDER};
 use crate::domain::ledger::{self, SlotState};
 use crate::domain::name::public_name;
 use crate::domain::slots;
@@ -239,7 +239,35 @@ async fn due_answer(
         .ok_or(StoreError::NotFound)?;
     let rules = Rules::from_spec(&check.spec).map_err(|e| StoreError::Other(anyhow::anyhow!(e)))?;
     let now = instant(clock::now_ms()).unwrap_or_default();
-    let d = due(&rules, check.summary.last_success_at.and_then(instant), now);
+    let mut d = due(&rules, check.summary.last_success_at.and_then(instant), now);
+    // A success that came for another slot (a catch-up, a rerun by hand)
+    // does not do the current one: once the ledger has applied every ping
+    // the summary holds, it says which slot the last success was for.
+    if d.reason == DueReason::Done {
+        if let Some(slot) = d.slot.map(|s| s.timestamp_millis()) {
+            let mark = state.store.ledger_mark(check_id).await?;
+            if mark.n >= check.summary.n_pings {
+                let rows = state.store.ledger_rows_at(check_id, &[slot]).await?;
+                let lr = ledger::LedgerRules {
+                    expect: &rules.expect,
+                    hours: rules.hours.as_deref(),
+                    max_instances: rules.max_instances,
+                };
+                let rec = ledger::state_at(
+                    &lr,
+                    &mark,
+                    rows.get(&slot),
+                    slot,
+                    check.paused,
+                    now.timestamp_millis(),
+                );
+                if !matches!(rec.state, SlotState::Done | SlotState::Resolved) {
+                    d.due = true;
+                    d.reason = DueReason::Due;
+                }
+            }
+        }
+    }
     let name = match named {
         Named::Slug(slug) => slug.to_string(),
         Named::Uuid(uuid) => public_name(check.spec.slug.as_deref(), uuid),
@@ -279,10 +307,10 @@ async fn due_answer(
             st,
             SlotState::Done | SlotState::Resolved | SlotState::Quiet
         ));
-        body["reason"] = json!(if matches!(st, SlotState::Done | SlotState::Resolved) {
-            "done"
-        } else {
-            "due"
+        body["reason"] = json!(match st {
+            SlotState::Done | SlotState::Resolved => "done",
+            SlotState::Quiet => "quiet",
+            _ => "due",
         });
     } else if q.each {
         // Every open slot in the window, oldest first: dead letters, and

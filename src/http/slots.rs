@@ -257,7 +257,14 @@ pub async fn slots_of(
     if let Some(first) = first {
         from = from.max(first);
     }
-    let starts = slots::starts_between(&rules.expect, from, to_slot, MAX_WALK);
+    // Walked back from the newest, so a long range keeps its newest slots.
+    let mut starts = Vec::new();
+    let mut cur = Some(to_slot);
+    while let Some(t) = cur.filter(|t| *t >= from && starts.len() < MAX_WALK) {
+        starts.push(t);
+        cur = slots::slot_at(&rules.expect, t - chrono::Duration::milliseconds(1));
+    }
+    starts.reverse();
     let (Some(lo), Some(hi)) = (starts.first(), starts.last()) else {
         return Ok((Vec::new(), mark));
     };
@@ -290,7 +297,7 @@ pub async fn slots_of(
     responses(
         (status = 200, description = "A page of slots", body = SlotList),
         (status = 404, description = "No such check", body = ErrorBody),
-        (status = 422, description = "A parameter is not valid", body = ErrorBody),
+        (status = 400, description = "A parameter is not valid", body = ErrorBody),
     ),
     security(("api_key" = ["read"]), ("bearer" = ["read"])))]
 async fn check_slots(
@@ -363,7 +370,7 @@ pub struct AllSlotList {
     params(AllSlotsQuery),
     responses(
         (status = 200, description = "A page of slots", body = AllSlotList),
-        (status = 422, description = "A parameter is not valid", body = ErrorBody),
+        (status = 400, description = "A parameter is not valid", body = ErrorBody),
     ),
     security(("api_key" = ["read"]), ("bearer" = ["read"])))]
 async fn all_slots(
@@ -428,7 +435,7 @@ pub struct ResolveBody {
         (status = 200, description = "The resolved slot", body = SlotView),
         (status = 404, description = "No such check", body = ErrorBody),
         (status = 409, description = "The slot is not failed or missed", body = ErrorBody),
-        (status = 422, description = "Not a slot of the check, or a field is not valid", body = ErrorBody),
+        (status = 400, description = "Not a slot of the check, or a field is not valid", body = ErrorBody),
     ),
     security(("api_key" = ["write"]), ("bearer" = ["write"])))]
 async fn resolve_slot(
