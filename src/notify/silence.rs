@@ -264,11 +264,12 @@ impl Silence {
 }
 
 /// The labels the alerts of `check` carry, as the dispatcher makes them
-/// (`super::dispatch::alert_labels`): an incident's (`OverdueCheck`), and an
-/// overlap alert's (`OverdueOverlap`) when the check raises them. Without
+/// (`super::dispatch::alert_labels`): an incident's (`OverdueCheck`), an
+/// overlap alert's (`OverdueOverlap`) and a duplicate-run alert's
+/// (`OverdueDuplicateRun`) when the check raises them. Without
 /// an incident's `status` and `reason`, which differ from one to the next.
 pub fn alert_label_sets(check: &Check) -> Vec<LabelSet> {
-    let alert = |incident_id: i64| AlertSource {
+    let alert = |incident_id: i64, kind: &str| AlertSource {
         check_id: check.id,
         uuid: check.uuid.to_string(),
         slug: check.spec.slug.clone(),
@@ -280,7 +281,7 @@ pub fn alert_label_sets(check: &Check) -> Vec<LabelSet> {
         quiet: None,
         incident_id,
         opened_at: 0,
-        incident_status: String::new(),
+        incident_status: kind.to_string(),
         incident_reason: None,
         resolved_at: None,
         last_ping_at: None,
@@ -294,9 +295,12 @@ pub fn alert_label_sets(check: &Check) -> Vec<LabelSet> {
         dead_letters: None,
         alert_detail: None,
     };
-    let mut sets = vec![super::dispatch::alert_labels(&alert(1))];
+    let mut sets = vec![super::dispatch::alert_labels(&alert(1, ""))];
     if check.spec.alert_on_overlap {
-        sets.push(super::dispatch::alert_labels(&alert(-1)));
+        sets.push(super::dispatch::alert_labels(&alert(-1, "overlap")));
+    }
+    if check.spec.alert_on_duplicate {
+        sets.push(super::dispatch::alert_labels(&alert(-1, "duplicate")));
     }
     sets
 }
@@ -505,6 +509,11 @@ mod tests {
         );
         assert_eq!(sets[1]["alertname"], "OverdueOverlap");
         assert_eq!(sets.len(), 2);
+        let mut d = c.clone();
+        d.spec.alert_on_duplicate = true;
+        let sets = alert_label_sets(&d);
+        assert_eq!(sets[2]["alertname"], "OverdueDuplicateRun");
+        assert_eq!(sets[2]["check"], "backup");
     }
 
     #[test]
