@@ -53,6 +53,13 @@ pub trait LedgerStore {
         rows: &BTreeMap<UnixMs, SlotRecord>,
         now: UnixMs,
     ) -> Result<bool, StoreError>;
+    /// [`LedgerStore::write_ledger`] for many checks in one transaction (one
+    /// turn of the database's write lock): whether each mark moved.
+    async fn write_ledgers(
+        &self,
+        items: &[(i64, &Mark, &BTreeMap<UnixMs, SlotRecord>)],
+        now: UnixMs,
+    ) -> Result<Vec<bool>, StoreError>;
     /// A check's rows with `from <= slot <= to`, newest first, at most
     /// `limit`.
     async fn ledger_rows(
@@ -293,8 +300,28 @@ macro_rules! impl_ledger_store {
                 rows: &std::collections::BTreeMap<i64, $crate::domain::ledger::SlotRecord>,
                 now: i64,
             ) -> Result<bool, $crate::store::StoreError> {
+                Ok(self
+                    .write_ledgers(&[(check_id, mark, rows)], now)
+                    .await?
+                    .first()
+                    .copied()
+                    .unwrap_or(false))
+            }
+
+            async fn write_ledgers(
+                &self,
+                items: &[(
+                    i64,
+                    &$crate::domain::ledger::Mark,
+                    &std::collections::BTreeMap<i64, $crate::domain::ledger::SlotRecord>,
+                )],
+                now: i64,
+            ) -> Result<Vec<bool>, $crate::store::StoreError> {
                 use $crate::store::ledger::record_json;
+                let mut out = Vec::with_capacity(items.len());
                 let mut tx = self.pool.begin().await?;
+                for (check_id, mark, rows) in items {
+                let check_id = *check_id;
                 let current = mark.current.as_ref().map(record_json);
                 // The mark moves only from the revision this writer read.
                 let moved = if mark.rev == 0 {
@@ -321,11 +348,11 @@ macro_rules! impl_ledger_store {
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
+                out.push(moved > 0);
                 if moved == 0 {
-                    tx.rollback().await?;
-                    return Ok(false);
+                    continue;
                 }
-                for (slot, r) in rows {
+                for (slot, r) in rows.iter() {
                     sqlx::query(
                         "INSERT INTO slot_ledger (check_id, slot, state, record, updated_at) \
                          VALUES ($1, $2, $3, $4, $5) ON CONFLICT (check_id, slot) DO UPDATE \
@@ -341,8 +368,9 @@ macro_rules! impl_ledger_store {
                     .execute(&mut *tx)
                     .await?;
                 }
+                }
                 tx.commit().await?;
-                Ok(true)
+                Ok(out)
             }
 
             async fn ledger_rows(

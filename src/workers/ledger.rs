@@ -31,7 +31,7 @@ pub const APPLY_EVERY: Duration = Duration::from_millis(500);
 /// How often the checks that stopped pinging are swept.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
 /// The least time between two passes.
-const MIN_GAP: Duration = Duration::from_millis(100);
+const MIN_GAP: Duration = Duration::from_secs(1);
 /// Checks looked for at once that the ledger is behind on.
 const BEHIND_PAGE: u32 = 10_000;
 /// Checks per step of work.
@@ -286,6 +286,8 @@ impl LedgerWorker {
         }
         let now = now_ms();
         let mut changed = Vec::new();
+        // What each check's pings did, written in one transaction below.
+        let mut done: Vec<(i64, i64, Mark, ledger::Changes, bool)> = Vec::new();
         for c in &checks {
             let Some(pings) = by_check.get(&c.id) else {
                 continue;
@@ -315,25 +317,30 @@ impl LedgerWorker {
             if mark.n == was {
                 continue;
             }
-            if self
-                .store
-                .write_ledger(c.id, &mark, &changes.rows, now)
-                .await?
-            {
+            done.push((c.id, c.upto, mark, changes, was_dead));
+        }
+        let items: Vec<_> = done
+            .iter()
+            .map(|(id, _, mark, changes, _)| (*id, mark, &changes.rows))
+            .collect();
+        let moved = self.store.write_ledgers(&items, now).await?;
+        drop(items);
+        for ((id, upto, mut mark, changes, was_dead), moved) in done.into_iter().zip(moved) {
+            if moved {
                 if !changes.rows.is_empty() || was_dead != open_dead_letter(&mark) {
-                    changed.push(c.id);
+                    changed.push(id);
                 }
                 mark.rev += 1;
-                self.marks.insert(c.id, mark);
+                self.marks.insert(id, mark);
                 for s in &changes.ended {
                     self.metrics.slot_ended(*s);
                 }
-                self.settle_duplicates(c.id, &changes, now).await?;
+                self.settle_duplicates(id, &changes, now).await?;
             } else {
                 // Written meanwhile (a resolve): read it again, and apply
                 // these pings again on the next pass.
-                self.marks.remove(&c.id);
-                self.again.push((c.id, c.upto));
+                self.marks.remove(&id);
+                self.again.push((id, upto));
             }
         }
         self.dead_letters_changed(changed);
