@@ -30,6 +30,9 @@ use crate::workers::evaluator::EvaluatorHandle;
 pub const APPLY_EVERY: Duration = Duration::from_millis(500);
 /// How often the checks that stopped pinging are swept.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// The most marks one write transaction takes (the write lock is shared
+/// with the ping writer on SQLite: held briefly, often).
+const WRITES_PER_TRANSACTION: usize = 500;
 /// The least time between two passes.
 const MIN_GAP: Duration = Duration::from_secs(1);
 /// Checks looked for at once that the ledger is behind on.
@@ -84,6 +87,11 @@ pub struct LedgerWorker {
     marks: HashMap<i64, Mark>,
     /// Checks to apply again on the next pass (their mark moved meanwhile).
     again: Vec<(i64, i64)>,
+    /// Checks whose mark in memory is ahead of the stored one by counters
+    /// only (see [`material`]); written at the next flush.
+    dirty: std::collections::HashSet<i64>,
+    /// Checks found not to want a duplicate-run alert, until the next sweep.
+    no_duplicate_alert: std::collections::HashSet<i64>,
     /// Checks with an open duplicate-run alert, and the slot it is about
     /// (`None` for one found open at start); read again on each leadership.
     duplicates: Option<HashMap<i64, Option<i64>>>,
@@ -102,6 +110,8 @@ pub fn new(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> (LedgerWorker, Ledge
             evaluator: None,
             marks: HashMap::new(),
             again: Vec::new(),
+            dirty: std::collections::HashSet::new(),
+            no_duplicate_alert: std::collections::HashSet::new(),
             duplicates: None,
         },
         LedgerHandle { tx },
@@ -141,7 +151,11 @@ impl LedgerWorker {
                 .duplicates
                 .as_ref()
                 .is_some_and(|d| d.contains_key(&check_id));
-            if open || !self.store.duplicate_alert_wanted(check_id).await? {
+            if open || self.no_duplicate_alert.contains(&check_id) {
+                continue;
+            }
+            if !self.store.duplicate_alert_wanted(check_id).await? {
+                self.no_duplicate_alert.insert(check_id);
                 continue;
             }
             let detail = serde_json::to_string(&ledger::DuplicateDetail::of(rec, *allowed))
@@ -206,6 +220,10 @@ impl LedgerWorker {
                 _ = apply.tick() => {}
                 _ = sweep.tick() => {
                     if is_leader(&leader.borrow_and_update()) {
+                        self.no_duplicate_alert.clear();
+                        if let Err(e) = self.flush(now_ms()).await {
+                            failed(&e);
+                        }
                         if let Err(e) = self.sweep(now_ms()).await {
                             failed(&e);
                         }
@@ -220,6 +238,7 @@ impl LedgerWorker {
                 look = true;
                 self.duplicates = None;
                 self.marks.clear();
+                self.dirty.clear();
                 continue;
             }
             if look {
@@ -313,19 +332,35 @@ impl LedgerWorker {
             let rows = self.store.ledger_rows_at(c.id, &older).await?;
             let was = mark.n;
             let was_dead = open_dead_letter(&mark);
+            let before = mark.clone();
             let changes = ledger::apply(&lr, &mut mark, &rows, pings);
             if mark.n == was {
                 continue;
             }
+            if mark.rev > 0 && changes.rows.is_empty() && !material(&before, &mark) {
+                // Only counters of the current slot moved (another success
+                // in a slot already done): kept in memory, written with the
+                // next material change or the next flush.
+                for s in &changes.ended {
+                    self.metrics.slot_ended(*s);
+                }
+                self.settle_duplicates(c.id, &changes, now).await?;
+                self.dirty.insert(c.id);
+                self.marks.insert(c.id, mark);
+                continue;
+            }
             done.push((c.id, c.upto, mark, changes, was_dead));
         }
-        let items: Vec<_> = done
-            .iter()
-            .map(|(id, _, mark, changes, _)| (*id, mark, &changes.rows))
-            .collect();
-        let moved = self.store.write_ledgers(&items, now).await?;
-        drop(items);
+        let mut moved = Vec::with_capacity(done.len());
+        for part in done.chunks(WRITES_PER_TRANSACTION) {
+            let items: Vec<_> = part
+                .iter()
+                .map(|(id, _, mark, changes, _)| (*id, mark, &changes.rows))
+                .collect();
+            moved.extend(self.store.write_ledgers(&items, now).await?);
+        }
         for ((id, upto, mut mark, changes, was_dead), moved) in done.into_iter().zip(moved) {
+            self.dirty.remove(&id);
             if moved {
                 if !changes.rows.is_empty() || was_dead != open_dead_letter(&mark) {
                     changed.push(id);
@@ -392,6 +427,31 @@ impl LedgerWorker {
         }
     }
 
+    /// Writes the marks kept in memory ahead of the stored ones.
+    async fn flush(&mut self, now: i64) -> Result<(), StoreError> {
+        let ids: Vec<i64> = self.dirty.drain().collect();
+        let empty = BTreeMap::new();
+        for part in ids.chunks(WRITES_PER_TRANSACTION) {
+            let items: Vec<(i64, Mark)> = part
+                .iter()
+                .filter_map(|id| Some((*id, self.marks.get(id)?.clone())))
+                .collect();
+            let refs: Vec<_> = items.iter().map(|(id, m)| (*id, m, &empty)).collect();
+            let moved = self.store.write_ledgers(&refs, now).await?;
+            for ((id, mark), moved) in items.into_iter().zip(moved) {
+                if moved {
+                    let mut mark = mark;
+                    mark.rev += 1;
+                    self.marks.insert(id, mark);
+                } else {
+                    self.marks.remove(&id);
+                    self.again.push((id, 0));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Records the missed slots of checks that are late or down, and marks
     /// paused checks so the slots of the pause are not missed.
     async fn sweep(&mut self, now: i64) -> Result<(), StoreError> {
@@ -437,6 +497,19 @@ impl LedgerWorker {
         }
         Ok(())
     }
+}
+
+/// Whether applying pings changed more than the current slot's counters:
+/// another slot, another state, a first duplicate, a resolution, the pause
+/// flag. Such a mark is written at once; otherwise it may wait.
+fn material(before: &Mark, after: &Mark) -> bool {
+    let (b, a) = (before.current.as_ref(), after.current.as_ref());
+    before.since != after.since
+        || before.paused != after.paused
+        || b.map(|r| r.slot) != a.map(|r| r.slot)
+        || b.map(|r| r.state) != a.map(|r| r.state)
+        || b.is_some_and(|r| r.duplicate > 0) != a.is_some_and(|r| r.duplicate > 0)
+        || b.map(|r| r.resolution.is_some()) != a.map(|r| r.resolution.is_some())
 }
 
 /// Whether the current slot's record is an open dead letter.
