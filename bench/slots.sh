@@ -70,7 +70,7 @@ stop() {
 # for even i, missed for odd.
 rows_sql() { # first_check_id
     cat <<SQL
-WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < $OPEN)
+WITH RECURSIVE n(i) AS (SELECT CAST(0 AS BIGINT) UNION ALL SELECT i + 1 FROM n WHERE i + 1 < $OPEN)
 INSERT INTO slot_ledger (check_id, slot, state, record, updated_at)
 SELECT $1 + (i % $CHECKS), 1796688000000 - i * 3600000,
        CASE WHEN i % 2 = 0 THEN 'failed' ELSE 'missed' END,
@@ -79,7 +79,7 @@ SELECT $1 + (i % $CHECKS), 1796688000000 - i * 3600000,
        1796688000000
 FROM n;
 -- The checks existed before their oldest slot.
-UPDATE checks SET created_at = 1796688000000 - $OPEN * 3600000;
+UPDATE checks SET created_at = 1796688000000 - CAST($OPEN AS BIGINT) * 3600000;
 SQL
 }
 

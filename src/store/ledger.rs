@@ -407,12 +407,14 @@ macro_rules! impl_ledger_store {
                 // older than its record).
                 let sql = format!(
                     "SELECT check_id, slot, record FROM ( \
-                     SELECT l.check_id, l.slot, l.record FROM slot_ledger l \
-                     WHERE l.state IN ({list}) AND NOT EXISTS (SELECT 1 FROM slot_marks m \
+                     SELECT * FROM (SELECT l.check_id, l.slot, l.record FROM slot_ledger l \
+                     WHERE l.state IN ({list}) AND (l.slot, l.check_id) < ($1, $2) \
+                     AND NOT EXISTS (SELECT 1 FROM slot_marks m \
                      WHERE m.check_id = l.check_id AND m.slot = l.slot) \
-                     UNION ALL SELECT check_id, slot, current AS record FROM slot_marks \
-                     WHERE state IN ({list})) u \
-                     WHERE slot < $1 OR (slot = $1 AND check_id < $2) \
+                     ORDER BY l.slot DESC, l.check_id DESC LIMIT $3) a \
+                     UNION ALL SELECT * FROM (SELECT check_id, slot, current AS record \
+                     FROM slot_marks WHERE state IN ({list}) AND (slot, check_id) < ($1, $2) \
+                     ORDER BY slot DESC, check_id DESC LIMIT $3) b) u \
                      ORDER BY slot DESC, check_id DESC LIMIT $3"
                 );
                 let rows: Vec<(i64, i64, String)> = sqlx::query_as(&sql)
