@@ -4,46 +4,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
-use common::{TestServer, HANG_GUARD, PING_KEY};
+use common::runs::{finish_all, start_run};
+use common::{TestServer, PING_KEY};
 use serde_json::{json, Value};
-
-/// `overdue run FLAGS URL -- sh -c SCRIPT`, started now.
-fn start_run(flags: &[&str], url: &str, script: &str, dir: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_overdue"))
-        .arg("run")
-        .args(flags)
-        .arg(url)
-        .arg("--")
-        .args(["sh", "-c", script])
-        .current_dir(dir)
-        .env_remove("OVERDUE_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn overdue run")
-}
-
-/// Waits for a run; its exit code and what it wrote to stderr.
-fn finish(child: Child) -> (i32, String) {
-    let out = child.wait_with_output().expect("wait for overdue run");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-async fn finish_all(children: Vec<Child>) -> Vec<(i32, String)> {
-    tokio::time::timeout(
-        HANG_GUARD,
-        tokio::task::spawn_blocking(move || children.into_iter().map(finish).collect()),
-    )
-    .await
-    .expect("hang guard: overdue run did not end")
-    .unwrap()
-}
 
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)

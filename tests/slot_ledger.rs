@@ -10,8 +10,9 @@ mod common;
 
 use std::path::Path;
 
-use chrono::{DateTime, DurationRound, Utc};
+use chrono::{DateTime, Utc};
 use common::api::call;
+use common::history::{flipped_to, hour_of, log_of};
 use common::runs::{lines, run};
 use common::sinks::WebhookSink;
 use common::TestServer;
@@ -23,13 +24,6 @@ fn ping_url(s: &TestServer, uuid: &str) -> String {
 
 fn kinds(pings: &[Value]) -> Vec<&str> {
     pings.iter().map(|p| p["type"].as_str().unwrap()).collect()
-}
-
-/// The ping log of `uuid`, oldest first.
-async fn log_of(s: &TestServer, uuid: &str) -> Vec<Value> {
-    let mut log = s.pings(uuid).await;
-    log.reverse();
-    log
 }
 
 /// The slot every ping of `log` names (one invocation's pings, one slot).
@@ -105,39 +99,6 @@ async fn dead_letter_gauge(s: &TestServer, check: &str, n: f64) {
         },
     )
     .await;
-}
-
-/// Status changes as `from>to`, oldest first.
-async fn transitions(s: &TestServer, uuid: &str) -> Vec<String> {
-    let flips = s.get_json(&format!("/api/v1/checks/{uuid}/flips")).await;
-    let mut t: Vec<String> = flips["flips"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            format!(
-                "{}>{}",
-                f["from"].as_str().unwrap(),
-                f["to"].as_str().unwrap()
-            )
-        })
-        .collect();
-    t.reverse();
-    t
-}
-
-/// Waits until the evaluator's latest flip is into `to`; all flips, oldest first.
-async fn flipped_to(s: &TestServer, uuid: &str, to: &str) -> Vec<String> {
-    let suffix = format!(">{to}");
-    common::eventually(&format!("a flip to {to}"), || async {
-        let t = transitions(s, uuid).await;
-        t.last().is_some_and(|l| l.ends_with(&suffix)).then_some(t)
-    })
-    .await
-}
-
-fn hour_of(t: DateTime<Utc>) -> DateTime<Utc> {
-    t.duration_trunc(chrono::Duration::hours(1)).unwrap()
 }
 
 fn at(text: &str) -> DateTime<Utc> {

@@ -5,8 +5,9 @@
 
 mod common;
 
-use chrono::{DateTime, DurationRound, Utc};
+use chrono::Utc;
 use common::api::{api_keys_toml, call, WRITE};
+use common::history::{flipped_to, hour_of, log_of};
 use common::runs::{lines, run};
 use common::sinks::WebhookSink;
 use common::{TestServer, PING_KEY};
@@ -21,42 +22,6 @@ fn kinds(pings: &[Value]) -> Vec<String> {
         .iter()
         .map(|p| p["type"].as_str().unwrap().to_string())
         .collect()
-}
-
-/// The ping log of `uuid`, oldest first.
-async fn log_of(s: &TestServer, uuid: &str) -> Vec<Value> {
-    let mut log = s.pings(uuid).await;
-    log.reverse();
-    log
-}
-
-/// Status changes as `from>to`, oldest first.
-async fn transitions(s: &TestServer, uuid: &str) -> Vec<String> {
-    let flips = s.get_json(&format!("/api/v1/checks/{uuid}/flips")).await;
-    let mut t: Vec<String> = flips["flips"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            format!(
-                "{}>{}",
-                f["from"].as_str().unwrap(),
-                f["to"].as_str().unwrap()
-            )
-        })
-        .collect();
-    t.reverse();
-    t
-}
-
-/// Waits until the evaluator recorded a flip into `to` (its latest flip).
-async fn flipped_to(s: &TestServer, uuid: &str, to: &str) -> Vec<String> {
-    let suffix = format!(">{to}");
-    common::eventually(&format!("a flip to {to}"), || async {
-        let t = transitions(s, uuid).await;
-        t.last().is_some_and(|l| l.ends_with(&suffix)).then_some(t)
-    })
-    .await
 }
 
 /// The runs of `uuid` as `(outcome, reason)`, oldest first.
@@ -108,11 +73,6 @@ fn stated_wait(ping: &Value) -> (u32, u32, u64) {
         u32::try_from(n(2)).unwrap(),
         n(3) * 1000 + n(4),
     )
-}
-
-/// The full UTC hour at or before `t`.
-fn hour_of(t: DateTime<Utc>) -> DateTime<Utc> {
-    t.duration_trunc(chrono::Duration::hours(1)).unwrap()
 }
 
 fn ping_url(s: &TestServer, uuid: &str) -> String {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 pub mod api;
 pub mod gate;
+pub mod history;
 pub mod lease;
 pub mod messages;
 pub mod peers;
