@@ -51,8 +51,9 @@ const ALWAYS: &[&str] = &[
     "badge_url",
     // overdue's own: the job guard's lock seats (SPEC §13), the checks it
     // depends on (SPEC §6.2), the item floor, the usual count and
-    // min_runtime (SPEC §3.3, §3.4).
+    // min_runtime (SPEC §3.3, §3.4), the duplicate-run alert (SPEC §14).
     "max_instances",
+    "alert_on_duplicate",
     "depends_on",
     "min_items",
     "min_items_runs",
